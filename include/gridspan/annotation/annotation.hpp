@@ -1,0 +1,92 @@
+// The access-annotation language (DESIGN.md, "Annotation language"):
+//   annotation := binding+ "=>" rule ("," rule)*
+//   binding    := ("global" | "block" | "local") (name | "[" name ("," name){0,2} "]")
+//   rule       := mode array ("[" index ("," index)* "]")?
+//   mode       := read | write | readwrite | reduce(op) | atomic(op)
+//   index      := expr | expr? ":" expr?        -- both bounds inclusive
+// parse → checked affine expressions → per-superblock access regions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gridspan/annotation/signature.hpp"
+#include "gridspan/core/geometry.hpp"
+
+namespace gridspan::annotation {
+
+enum class Mode { read, write, readwrite, reduce, atomic };
+enum class ReduceOp { add, mul, min, max, bit_and, bit_or };
+
+std::string mode_name(Mode m);       // "read", "reduce(+)" needs the op: use access_name
+std::string op_name(ReduceOp op);    // "+", "*", "min", "max", "&", "|"
+
+/// What a launch looks like to the annotation: thread domain and block size per axis
+/// (missing axes are 1).
+struct LaunchGeometry {
+  Dim threads;
+  Dim block;
+};
+
+/// One array parameter's access in one superblock: the union of its rules' regions,
+/// clamped to the array. `region` may be empty (the superblock touches nothing of it).
+struct Access {
+  int param = -1;  // index into the kernel's parameter list
+  Mode mode = Mode::read;
+  ReduceOp op = ReduceOp::add;
+  Rect region;
+};
+
+class Annotation;
+
+/// An annotation with the launch's constants filled in: cheap per-superblock queries.
+class BoundAnnotation {
+ public:
+  /// Access regions of every annotated array for the superblock whose blocks are
+  /// `blocks` (a Rect in block coordinates, rank = threads' rank). One entry per array
+  /// parameter that has rules, in parameter order.
+  std::vector<Access> regions(const Rect& blocks) const;
+  /// Same, into `out` (reused storage: the planner's hot path).
+  void regions(const Rect& blocks, std::vector<Access>& out) const;
+
+  struct Impl;
+  std::shared_ptr<const Impl> impl;
+};
+
+class Annotation {
+ public:
+  Annotation();
+  /// Parses one annotation text against the kernel's parameters; `defines` are named
+  /// constants. Throws AnnotationError: the message quotes `text` with a caret under the
+  /// offending column and says what was expected. Checks: known array names, the number
+  /// of indices equals the array's rank, indices are affine (constants multiply and floor-
+  /// divide only), no write/readwrite/reduce/atomic on a `const` parameter, names in
+  /// expressions are bound names, integer scalar parameters or defines.
+  static Annotation parse(const std::string& text, const std::vector<ParamInfo>& params,
+                          const std::map<std::string, long long>& defines);
+  /// Joins the rules of several annotate() calls (bindings stay per text).
+  void merge(const Annotation& other);
+  /// Throws AnnotationError if an array parameter has no rule, or rules on one array mix
+  /// reduce/atomic with anything else (or two different ops).
+  void validate(const std::vector<ParamInfo>& params) const;
+
+  /// Fills in the launch: `scalars[p]` holds the value of integer scalar parameter p (others
+  /// ignored), `shapes[p]` the shape of array parameter p. Throws LaunchError when a
+  /// constant divides by zero or the geometry's rank is too small for a binding.
+  BoundAnnotation bind(const LaunchGeometry& geometry, const std::vector<int64_t>& scalars,
+                       const std::vector<Dim>& shapes) const;
+
+  /// Mode of each array parameter after merging (read if only read rules ...).
+  std::vector<Access> modes() const;
+  const std::vector<std::string>& texts() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace gridspan::annotation

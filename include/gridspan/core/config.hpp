@@ -1,0 +1,48 @@
+// gs::Config: every setting of a gridspan run, set in code and overridden by GRIDSPAN_*
+// environment variables. Sizes take 4096, 64KiB, 512MiB, 2GiB; flags take 1/on/yes/true
+// and 0/off/no/false in any case.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+namespace gridspan {
+
+enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
+
+struct Config {
+  /// Virtual cpu devices when no GPU is used (GRIDSPAN_CPU_DEVICES).
+  int cpu_devices = 2;
+  /// Executor threads per cpu device (GRIDSPAN_CPU_THREADS); 0 = cores / devices, at least 1.
+  int cpu_threads = 0;
+  /// Memory budget of each device (GRIDSPAN_DEVICE_MEMORY); 0 = the device's own size
+  /// (for a cpu device: a quarter of physical memory divided by the devices).
+  std::size_t device_memory = 0;
+  /// Host memory for spilled chunks (GRIDSPAN_HOST_MEMORY); 0 = half of physical memory.
+  std::size_t host_memory = 0;
+  /// Folder for spill files (GRIDSPAN_SPILL_DIR); empty = a private folder under $TMPDIR.
+  std::string spill_dir;
+  /// Compiled-kernel cache (GRIDSPAN_CACHE_DIR); empty = ~/.cache/gridspan, else $TMPDIR.
+  std::string cache_dir;
+  /// Checked mode for every kernel (GRIDSPAN_CHECK).
+  bool check = false;
+  /// Bytes staged ahead per executor (GRIDSPAN_STAGING_BYTES).
+  std::size_t staging_bytes = std::size_t(256) << 20;
+  /// Host compiler for the cpu backend (GRIDSPAN_CXX); empty = c++ from PATH.
+  std::string cxx;
+  LogLevel log_level = LogLevel::warn;  // GRIDSPAN_LOG=error|warn|info|debug
+  std::string trace_file;               // GRIDSPAN_TRACE
+
+  /// Defaults overridden by the environment.
+  static Config from_env();
+  /// This config overridden by the environment.
+  Config with_env() const;
+};
+
+/// Parses "4096", "64KiB", "512MiB", "2GiB", "1.5GB"; throws ConfigError naming `what`.
+std::size_t parse_size(const std::string& text, const std::string& what);
+/// Parses a flag; returns nullopt for anything that is not one.
+std::optional<bool> parse_flag(const std::string& text);
+
+}  // namespace gridspan

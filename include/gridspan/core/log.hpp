@@ -1,0 +1,29 @@
+// Leveled logging to stderr (GRIDSPAN_LOG).
+#pragma once
+
+#include <string>
+
+#include <fmt/format.h>
+
+#include "gridspan/core/config.hpp"
+
+namespace gridspan::log {
+
+void set_level(LogLevel level);
+LogLevel level();
+void write(LogLevel level, const std::string& message);
+
+template <class... A>
+void warn(fmt::format_string<A...> f, A&&... a) {
+  if (level() >= LogLevel::warn) write(LogLevel::warn, fmt::format(f, std::forward<A>(a)...));
+}
+template <class... A>
+void info(fmt::format_string<A...> f, A&&... a) {
+  if (level() >= LogLevel::info) write(LogLevel::info, fmt::format(f, std::forward<A>(a)...));
+}
+template <class... A>
+void debug(fmt::format_string<A...> f, A&&... a) {
+  if (level() >= LogLevel::debug) write(LogLevel::debug, fmt::format(f, std::forward<A>(a)...));
+}
+
+}  // namespace gridspan::log

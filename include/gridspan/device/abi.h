@@ -1,0 +1,55 @@
+/* The binary interface between the runtime and a compiled wrapper kernel: plain C structs,
+ * included by the host library and by generated kernel code (cpu and cuda). Coordinates are
+ * global element / block indices; axes past an array's rank have lo 0 and extent 1. */
+#ifndef GRIDSPAN_DEVICE_ABI_H
+#define GRIDSPAN_DEVICE_ABI_H
+
+#include <stdint.h>
+
+#define GRIDSPAN_ABI_VERSION 1
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum GsAccessMode { GS_READ = 0, GS_WRITE = 1, GS_READWRITE = 2, GS_REDUCE = 3, GS_ATOMIC = 4 };
+enum GsReduceOp { GS_ADD = 0, GS_MUL = 1, GS_MIN = 2, GS_MAX = 3, GS_AND = 4, GS_OR = 5 };
+
+/* One array argument: a chunk (or temporary) holding the box [lo, lo + extent) of the array
+ * in row-major order, and the access region declared for this superblock. */
+typedef struct GsArrayArg {
+  void* data;
+  int64_t lo[3];
+  int64_t extent[3];
+  int64_t region_lo[3]; /* declared access region [region_lo, region_hi) */
+  int64_t region_hi[3];
+  int32_t rank;
+  int32_t mode; /* GsAccessMode */
+  int32_t op;   /* GsReduceOp, for reduce/atomic */
+  int32_t elem_size;
+} GsArrayArg;
+
+/* Set by views in checked mode at the first out-of-region access. */
+typedef struct GsCheckState {
+  int32_t violated;
+  int32_t param;
+  int64_t index[3];
+} GsCheckState;
+
+/* One superblock of one launch. */
+typedef struct GsLaunch {
+  int64_t block_lo[3]; /* first block of the superblock */
+  int64_t block_hi[3]; /* one past the last block */
+  uint32_t block_dim[3];
+  uint32_t grid_dim[3];           /* blocks of the whole launch per axis */
+  int32_t num_params;             /* kernel parameters after blockIdx */
+  const GsArrayArg* arrays;       /* [num_params]; entries of scalar parameters unused */
+  const void* const* scalars;     /* [num_params]; pointers to scalar values, else null */
+  GsCheckState* check;            /* non-null in checked mode */
+} GsLaunch;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRIDSPAN_DEVICE_ABI_H */

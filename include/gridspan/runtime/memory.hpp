@@ -1,0 +1,77 @@
+// The memory manager of one worker (CHAI's design applied to chunks): every chunk has a
+// home device and a copy per space (device, host, disk) with a valid flag. Staging makes
+// all chunks of a task resident on their devices at once or not at all and pins them;
+// a full space evicts its least-recently-used unpinned chunks one level up
+// (device → host → disk); spill files carry a checksum verified on reload.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gridspan/backend/device.hpp"
+
+namespace gridspan::runtime {
+
+using ChunkId = uint64_t;
+
+struct SpaceStats {
+  std::string name;                // "cpu:0", "host", "disk"
+  std::size_t used_bytes = 0;      // bytes of chunk copies held now
+  std::size_t total_bytes = 0;     // the space's limit (0 for disk: unbounded)
+  std::size_t spilled_bytes = 0;   // bytes evicted out of this space so far, in all
+  std::size_t peak_bytes = 0;      // the most `used_bytes` has been
+};
+
+struct MemoryLimits {
+  std::size_t device_bytes = 0;  // per device; 0 = the device's capacity
+  std::size_t host_bytes = 0;    // host space for spilled chunks; 0 = unbounded
+  std::string spill_dir;         // created if missing; must be writable
+};
+
+/// One chunk a task needs, and whether the task writes it.
+struct ChunkUse {
+  ChunkId chunk;
+  bool write;
+};
+
+class MemoryManager {
+ public:
+  /// Throws IoError when the spill directory cannot be created or written.
+  MemoryManager(std::vector<backend::Device*> devices, MemoryLimits limits);
+  ~MemoryManager();
+  MemoryManager(const MemoryManager&) = delete;
+  MemoryManager& operator=(const MemoryManager&) = delete;
+
+  /// Registers a chunk of `bytes` whose home is `device`; no memory is taken yet.
+  void create(ChunkId chunk, std::size_t bytes, int device);
+  /// Frees every copy of the chunk. It must not be staged.
+  void destroy(ChunkId chunk);
+  bool exists(ChunkId chunk) const;
+
+  /// Makes every chunk resident on its home device and pins it, all or nothing. A chunk
+  /// with no data yet gets fresh (uninitialised) memory; an evicted one is brought back.
+  /// Returns false when it cannot now because pinned chunks hold the space (try again
+  /// after an unstage). Throws OutOfMemoryError (space, requested, in use, limit) when
+  /// the chunks can never fit, IoError for a failed or corrupt spill file.
+  bool try_stage(const std::vector<ChunkUse>& uses);
+  /// Device pointer of a staged chunk.
+  void* data(ChunkId chunk) const;
+  std::size_t bytes(ChunkId chunk) const;
+  /// Unpins; chunks that were written lose their host and disk copies.
+  void unstage(const std::vector<ChunkUse>& uses);
+
+  /// Bytes pinned now on `device`.
+  std::size_t pinned_bytes(int device) const;
+  /// Stats for each device, then host, then disk.
+  std::vector<SpaceStats> stats() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gridspan::runtime

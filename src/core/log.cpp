@@ -1,0 +1,24 @@
+// stderr logging with a process-wide level.
+#include "gridspan/core/log.hpp"
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+
+namespace gridspan::log {
+
+namespace {
+std::atomic<int> g_level{static_cast<int>(LogLevel::warn)};
+std::mutex g_mutex;
+}  // namespace
+
+void set_level(LogLevel l) { g_level = static_cast<int>(l); }
+LogLevel level() { return static_cast<LogLevel>(g_level.load(std::memory_order_relaxed)); }
+
+void write(LogLevel l, const std::string& message) {
+  static const char* names[] = {"error", "warn", "info", "debug"};
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::fprintf(stderr, "gridspan %s: %s\n", names[static_cast<int>(l)], message.c_str());
+}
+
+}  // namespace gridspan::log
