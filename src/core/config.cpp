@@ -24,11 +24,16 @@ std::size_t parse_size(const std::string& text, const std::string& what) {
   std::string lower = unit;
   std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
   double scale = 0;
-  if (lower.empty() || lower == "b") scale = 1;
-  else if (lower == "k" || lower == "kib" || lower == "kb") scale = 1024.0;
-  else if (lower == "m" || lower == "mib" || lower == "mb") scale = 1024.0 * 1024;
-  else if (lower == "g" || lower == "gib" || lower == "gb") scale = 1024.0 * 1024 * 1024;
-  else if (lower == "t" || lower == "tib" || lower == "tb") scale = 1024.0 * 1024 * 1024 * 1024;
+  if (lower.empty() || lower == "b")
+    scale = 1;
+  else if (lower == "k" || lower == "kib" || lower == "kb")
+    scale = 1024.0;
+  else if (lower == "m" || lower == "mib" || lower == "mb")
+    scale = 1024.0 * 1024;
+  else if (lower == "g" || lower == "gib" || lower == "gb")
+    scale = 1024.0 * 1024 * 1024;
+  else if (lower == "t" || lower == "tib" || lower == "tb")
+    scale = 1024.0 * 1024 * 1024 * 1024;
   char* end = nullptr;
   double value = number.empty() ? -1 : std::strtod(number.c_str(), &end);
   if (scale == 0 || value < 0 || (end && *end) || std::isnan(value))
@@ -56,17 +61,24 @@ const char* env(const char* name) {
 
 }  // namespace
 
-Config Config::from_env() { return Config{}.with_env(); }
+Config Config::from_env() {
+  return Config{}.with_env();
+}
 
 Config Config::with_env() const {
   Config c = *this;
   if (const char* v = env("GRIDSPAN_LOG")) {
     std::string s = v;
-    if (s == "error") c.log_level = LogLevel::error;
-    else if (s == "warn") c.log_level = LogLevel::warn;
-    else if (s == "info") c.log_level = LogLevel::info;
-    else if (s == "debug") c.log_level = LogLevel::debug;
-    else log::warn("GRIDSPAN_LOG='{}' is not one of error, warn, info, debug; keeping the default", s);
+    if (s == "error")
+      c.log_level = LogLevel::error;
+    else if (s == "warn")
+      c.log_level = LogLevel::warn;
+    else if (s == "info")
+      c.log_level = LogLevel::info;
+    else if (s == "debug")
+      c.log_level = LogLevel::debug;
+    else
+      log::warn("GRIDSPAN_LOG='{}' is not one of error, warn, info, debug; keeping the default", s);
   }
   log::set_level(c.log_level);
   if (const char* v = env("GRIDSPAN_CPU_DEVICES")) {
@@ -74,7 +86,8 @@ Config Config::with_env() const {
     long n = std::strtol(v, &end, 10);
     if (*end || n < 1 || n > 1024)
       throw ConfigError(fmt::format(
-          "GRIDSPAN_CPU_DEVICES='{}' is not a device count; give a whole number from 1 to 1024", v));
+          "GRIDSPAN_CPU_DEVICES='{}' is not a device count; give a whole number from 1 to 1024",
+          v));
     c.cpu_devices = static_cast<int>(n);
   }
   if (const char* v = env("GRIDSPAN_CPU_THREADS")) {
@@ -82,19 +95,26 @@ Config Config::with_env() const {
     long n = std::strtol(v, &end, 10);
     if (*end || n < 0 || n > 1024)
       throw ConfigError(fmt::format(
-          "GRIDSPAN_CPU_THREADS='{}' is not a thread count; give a whole number from 0 to 1024", v));
+          "GRIDSPAN_CPU_THREADS='{}' is not a thread count; give a whole number from 0 to 1024",
+          v));
     c.cpu_threads = static_cast<int>(n);
   }
-  if (const char* v = env("GRIDSPAN_DEVICE_MEMORY")) c.device_memory = parse_size(v, "GRIDSPAN_DEVICE_MEMORY");
-  if (const char* v = env("GRIDSPAN_HOST_MEMORY")) c.host_memory = parse_size(v, "GRIDSPAN_HOST_MEMORY");
-  if (const char* v = env("GRIDSPAN_STAGING_BYTES")) c.staging_bytes = parse_size(v, "GRIDSPAN_STAGING_BYTES");
+  if (const char* v = env("GRIDSPAN_DEVICE_MEMORY"))
+    c.device_memory = parse_size(v, "GRIDSPAN_DEVICE_MEMORY");
+  if (const char* v = env("GRIDSPAN_HOST_MEMORY"))
+    c.host_memory = parse_size(v, "GRIDSPAN_HOST_MEMORY");
+  if (const char* v = env("GRIDSPAN_STAGING_BYTES"))
+    c.staging_bytes = parse_size(v, "GRIDSPAN_STAGING_BYTES");
   if (const char* v = env("GRIDSPAN_SPILL_DIR")) c.spill_dir = v;
   if (const char* v = env("GRIDSPAN_CACHE_DIR")) c.cache_dir = v;
   if (const char* v = env("GRIDSPAN_CXX")) c.cxx = v;
   if (const char* v = env("GRIDSPAN_TRACE")) c.trace_file = v;
   if (const char* v = env("GRIDSPAN_CHECK")) {
-    if (auto f = parse_flag(v)) c.check = *f;
-    else log::warn("GRIDSPAN_CHECK='{}' is not a flag (1/on/yes/true or 0/off/no/false); keeping {}", v, c.check);
+    if (auto f = parse_flag(v))
+      c.check = *f;
+    else
+      log::warn("GRIDSPAN_CHECK='{}' is not a flag (1/on/yes/true or 0/off/no/false); keeping {}",
+                v, c.check);
   }
   return c;
 }

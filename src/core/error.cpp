@@ -18,8 +18,7 @@ std::string format_bytes(std::size_t bytes) {
 }
 
 OutOfMemoryError::OutOfMemoryError(const std::string& space, std::size_t requested,
-                                   std::size_t in_use, std::size_t limit,
-                                   const std::string& advice)
+                                   std::size_t in_use, std::size_t limit, const std::string& advice)
     : Error(fmt::format("out of memory in {}: requested {}, in use {}, limit {}; {}", space,
                         format_bytes(requested), format_bytes(in_use), format_bytes(limit),
                         advice)),

@@ -12,8 +12,12 @@ std::atomic<int> g_level{static_cast<int>(LogLevel::warn)};
 std::mutex g_mutex;
 }  // namespace
 
-void set_level(LogLevel l) { g_level = static_cast<int>(l); }
-LogLevel level() { return static_cast<LogLevel>(g_level.load(std::memory_order_relaxed)); }
+void set_level(LogLevel l) {
+  g_level = static_cast<int>(l);
+}
+LogLevel level() {
+  return static_cast<LogLevel>(g_level.load(std::memory_order_relaxed));
+}
 
 void write(LogLevel l, const std::string& message) {
   static const char* names[] = {"error", "warn", "info", "debug"};

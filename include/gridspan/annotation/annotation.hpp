@@ -21,8 +21,11 @@ namespace gridspan::annotation {
 enum class Mode { read, write, readwrite, reduce, atomic };
 enum class ReduceOp { add, mul, min, max, bit_and, bit_or };
 
-std::string mode_name(Mode m);       // "read", "reduce(+)" needs the op: use access_name
-std::string op_name(ReduceOp op);    // "+", "*", "min", "max", "&", "|"
+std::string mode_name(Mode m);     // "read", "reduce(+)" needs the op: use access_name
+std::string op_name(ReduceOp op);  // "+", "*", "min", "max", "&", "|"
+/// The mode as an annotation writes it: "read", "write", "readwrite", "reduce(+)",
+/// "atomic(max)".
+std::string access_name(Mode m, ReduceOp op);
 
 /// What a launch looks like to the annotation: thread domain and block size per axis
 /// (missing axes are 1).
@@ -47,7 +50,9 @@ class BoundAnnotation {
  public:
   /// Access regions of every annotated array for the superblock whose blocks are
   /// `blocks` (a Rect in block coordinates, rank = threads' rank). One entry per array
-  /// parameter that has rules, in parameter order.
+  /// parameter that has rules, in parameter order. Blocks past the launch's grid and
+  /// threads past its thread domain count for nothing; a superblock without threads gets
+  /// empty regions (a 0-d array's region is always its one element). Thread-safe.
   std::vector<Access> regions(const Rect& blocks) const;
   /// Same, into `out` (reused storage: the planner's hot path).
   void regions(const Rect& blocks, std::vector<Access>& out) const;
@@ -74,8 +79,10 @@ class Annotation {
   void validate(const std::vector<ParamInfo>& params) const;
 
   /// Fills in the launch: `scalars[p]` holds the value of integer scalar parameter p (others
-  /// ignored), `shapes[p]` the shape of array parameter p. Throws LaunchError when a
-  /// constant divides by zero or the geometry's rank is too small for a binding.
+  /// ignored), `shapes[p]` the shape of array parameter p. Axes past the geometry's rank
+  /// have extent 1, so `global [i, j]` on a 1-d launch binds j to 0. Throws LaunchError
+  /// when a divisor is not positive at this launch, a block extent is not positive, or
+  /// `scalars`/`shapes` lack an entry (or have the wrong rank) for a parameter it uses.
   BoundAnnotation bind(const LaunchGeometry& geometry, const std::vector<int64_t>& scalars,
                        const std::vector<Dim>& shapes) const;
 
@@ -88,5 +95,13 @@ class Annotation {
  private:
   std::shared_ptr<Impl> impl_;
 };
+
+/// One line for `gridspan annotate`: "superblock " + the superblock's thread range, then
+/// " NAME MODE REGION" per access, e.g.
+///   superblock [0..256) x [0..16) out write [0..256) x [0..16) in read [0..258)
+/// REGION is Rect::str(); an empty region prints as "empty" and a 0-d array's region as
+/// "[]" (Rect::str of rank 0).
+std::string describe_superblock(const Rect& threads_range, const std::vector<Access>& accesses,
+                                const std::vector<ParamInfo>& params);
 
 }  // namespace gridspan::annotation

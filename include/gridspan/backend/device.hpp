@@ -19,8 +19,8 @@ namespace gridspan::backend {
 class Device {
  public:
   virtual ~Device() = default;
-  virtual int index() const = 0;            // index among this worker's devices
-  virtual std::string name() const = 0;     // "cpu:0", "cuda:1 (NVIDIA H200)"
+  virtual int index() const = 0;         // index among this worker's devices
+  virtual std::string name() const = 0;  // "cpu:0", "cuda:1 (NVIDIA H200)"
   virtual std::size_t memory_capacity() const = 0;
   /// True when device memory is addressable from the host (the cpu backend): copies are
   /// then plain memory copies and a kernel may read host memory.
@@ -36,14 +36,14 @@ class Device {
   virtual void copy_from_host(void* device, const void* host, std::size_t bytes) = 0;
   /// Runs `work` on one of the device's executors; `done` is called afterwards with the
   /// exception it threw (or null), on an executor thread.
-  virtual void submit(std::function<void()> work,
-                      std::function<void(std::exception_ptr)> done) = 0;
+  virtual void submit(std::function<void()> work, std::function<void(std::exception_ptr)> done) = 0;
 };
 
 /// What the compiler needs of a kernel.
 struct KernelSource {
-  std::string name;      // function name, for messages
-  std::string source;    // the user's source
+  std::string name;    // function name, for messages
+  std::string source;  // the user's source
+  std::string file;    // the source's file name for messages; empty = "<name>.cu"
   std::vector<annotation::ParamInfo> params;
   std::map<std::string, long long> defines;
   bool checked = false;  // build the checked-mode variant

@@ -23,9 +23,9 @@ bool dtype_from_cpp(const std::string& spelling, DType& out);
 
 template <class T>
 struct dtype_of;
-#define GRIDSPAN_DTYPE_OF(T, D) \
-  template <>                   \
-  struct dtype_of<T> {          \
+#define GRIDSPAN_DTYPE_OF(T, D)              \
+  template <>                                \
+  struct dtype_of<T> {                       \
     static constexpr DType value = DType::D; \
   };
 GRIDSPAN_DTYPE_OF(int8_t, i8)

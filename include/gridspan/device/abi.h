@@ -41,12 +41,30 @@ typedef struct GsLaunch {
   int64_t block_lo[3]; /* first block of the superblock */
   int64_t block_hi[3]; /* one past the last block */
   uint32_t block_dim[3];
-  uint32_t grid_dim[3];           /* blocks of the whole launch per axis */
-  int32_t num_params;             /* kernel parameters after blockIdx */
-  const GsArrayArg* arrays;       /* [num_params]; entries of scalar parameters unused */
-  const void* const* scalars;     /* [num_params]; pointers to scalar values, else null */
-  GsCheckState* check;            /* non-null in checked mode */
+  uint32_t grid_dim[3];       /* blocks of the whole launch per axis */
+  int32_t num_params;         /* kernel parameters after blockIdx */
+  const GsArrayArg* arrays;   /* [num_params]; entries of scalar parameters unused */
+  const void* const* scalars; /* [num_params]; pointers to scalar values, else null */
+  GsCheckState* check;        /* non-null in checked mode */
 } GsLaunch;
+
+/* The cpu backend's services that generated kernel code calls back into the library (which
+ * is built with the project's flags and sanitizers; JIT code is not). */
+typedef struct GsCpuRuntime {
+  uint32_t abi_version; /* GRIDSPAN_ABI_VERSION of the library */
+  uint32_t reserved;
+  /* Runs body(arg, t) for t in [0, count) as one fiber each on the calling thread, switching
+   * round robin at every barrier; returns when every fiber has returned. Rethrows (as C++)
+   * what a fiber threw. */
+  void (*run_fibers)(int32_t count, void (*body)(void* arg, int32_t thread), void* arg);
+  /* __syncthreads() inside run_fibers: returns once every fiber of the block has reached a
+   * barrier or returned. */
+  void (*barrier)(void);
+} GsCpuRuntime;
+
+/* The entry point every cpu wrapper kernel exports: runs every block of the superblock. */
+#define GRIDSPAN_CPU_ENTRY_NAME "gridspan_entry_v1"
+typedef void (*GsCpuEntry)(const GsLaunch* launch, const GsCpuRuntime* runtime);
 
 #ifdef __cplusplus
 }

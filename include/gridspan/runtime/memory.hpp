@@ -18,17 +18,27 @@ namespace gridspan::runtime {
 using ChunkId = uint64_t;
 
 struct SpaceStats {
-  std::string name;                // "cpu:0", "host", "disk"
-  std::size_t used_bytes = 0;      // bytes of chunk copies held now
-  std::size_t total_bytes = 0;     // the space's limit (0 for disk: unbounded)
-  std::size_t spilled_bytes = 0;   // bytes evicted out of this space so far, in all
-  std::size_t peak_bytes = 0;      // the most `used_bytes` has been
+  std::string name;               // "cpu:0", "host", "disk"
+  std::size_t used_bytes = 0;     // bytes of chunk copies held now (device and host: in
+                                  // pool blocks, 512-byte multiples; disk: payload bytes)
+  std::size_t total_bytes = 0;    // the space's limit (0 for disk: unbounded)
+  std::size_t spilled_bytes = 0;  // bytes evicted out of this space so far, in all
+  std::size_t peak_bytes = 0;     // the most `used_bytes` has been
+  std::size_t cached_bytes = 0;   // freed blocks the space's pool keeps for reuse
 };
 
 struct MemoryLimits {
   std::size_t device_bytes = 0;  // per device; 0 = the device's capacity
   std::size_t host_bytes = 0;    // host space for spilled chunks; 0 = unbounded
   std::string spill_dir;         // created if missing; must be writable
+};
+
+/// Where a chunk's valid copies are now, and how many staged tasks pin it.
+struct ChunkState {
+  bool on_device = false;
+  bool on_host = false;
+  bool on_disk = false;
+  int pins = 0;
 };
 
 /// One chunk a task needs, and whether the task writes it.
@@ -67,6 +77,11 @@ class MemoryManager {
   std::size_t pinned_bytes(int device) const;
   /// Stats for each device, then host, then disk.
   std::vector<SpaceStats> stats() const;
+
+  /// Where the chunk's copies are (for tests, logs and the scheduler's heuristics).
+  ChunkState state(ChunkId chunk) const;
+  /// The chunk's spill file; empty when the chunk has no copy on disk.
+  std::string spill_file(ChunkId chunk) const;
 
   struct Impl;
 

@@ -1,0 +1,84 @@
+// gs::Context: a gridspan session. It owns the devices, creates arrays and compiles kernels.
+//
+//   return gs::run(argc, argv, [](gs::Context& ctx) {
+//     auto a = ctx.zeros<float>({n}, gs::dist::rows(1 << 20));
+//   });
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gridspan/api/array.hpp"
+#include "gridspan/api/kernel.hpp"
+#include "gridspan/core/config.hpp"
+#include "gridspan/runtime/memory.hpp"
+
+namespace gridspan {
+
+using runtime::SpaceStats;
+
+class Context {
+ public:
+  /// Starts the embedded default: GRIDSPAN_CPU_DEVICES virtual cpu devices.
+  explicit Context(const Config& config = Config::from_env());
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  /// Compiles a kernel (cached on disk); throws CompileError / AnnotationError.
+  Kernel compile(const KernelDef& def);
+  Kernel compile(const NativeDef& def);
+
+  template <class T>
+  Array<T> empty(Dim shape, const DataDistribution& dist) {
+    return Array<T>(detail::array_create(driver_, dtype_v<T>, shape, dist, nullptr));
+  }
+  template <class T>
+  Array<T> zeros(Dim shape, const DataDistribution& dist) {
+    return full<T>(shape, T(0), dist);
+  }
+  template <class T>
+  Array<T> ones(Dim shape, const DataDistribution& dist) {
+    return full<T>(shape, T(1), dist);
+  }
+  template <class T>
+  Array<T> full(Dim shape, T value, const DataDistribution& dist) {
+    return Array<T>(detail::array_create(driver_, dtype_v<T>, shape, dist, &value));
+  }
+  template <class T>
+  Array<T> from_vector(const std::vector<T>& values, Dim shape, const DataDistribution& dist) {
+    if (static_cast<int64_t>(values.size()) != shape.volume())
+      throw Error(fmt::format("from_vector: got {} values for shape {} ({} elements)",
+                              values.size(), shape.str(), shape.volume()));
+    Array<T> a = empty<T>(shape, dist);
+    a.copy_from(values);
+    return a;
+  }
+  /// A 0-d array holding `value`.
+  template <class T>
+  Array<T> scalar(T value) {
+    return full<T>(Dim{}, value, dist::centralized(0));
+  }
+
+  /// Waits for every task; throws the first error not yet reported.
+  void synchronize();
+  /// All devices of all workers.
+  int device_count() const;
+  /// Per memory space (each device, host, disk): used, total and spilled bytes.
+  std::vector<SpaceStats> memory_stats() const;
+  const Config& config() const;
+  /// Keep the most recent plan for Kernel::last_plan_dot().
+  void keep_plans(bool on);
+  runtime::Driver& driver() { return *driver_; }
+
+ private:
+  std::shared_ptr<runtime::Driver> driver_;
+};
+
+/// Runs `app` on a new Context; returns the exit code: 0, or 1 after printing a gs::Error.
+int run(int argc, char** argv, std::function<void(Context&)> app);
+int run(Config config, std::function<void(Context&)> app);
+
+}  // namespace gridspan

@@ -1,0 +1,246 @@
+// Kernels: gs::KernelDef (CUDA-style source + annotations) and gs::NativeDef (a C++
+// function, StarPU's codelet) both compile to a gs::Kernel, launched over a grid:
+//
+//   auto k = ctx.compile(gs::KernelDef::from_file("stencil.cu", "stencil")
+//                            .annotate("global i => write out[i], read in[i-1:i+1]"));
+//   gs::Event e = k.launch({n}, {256}, gs::work::tiles({1 << 20}), n, out, in);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "gridspan/annotation/annotation.hpp"
+#include "gridspan/api/array.hpp"
+#include "gridspan/api/event.hpp"
+#include "gridspan/device/abi.h"
+#include "gridspan/device/views.hpp"
+#include "gridspan/distribution/distribution.hpp"
+
+namespace gridspan {
+
+/// A CUDA-style kernel: a `__device__` function whose first parameter is `dim3 blockIdx`.
+class KernelDef {
+ public:
+  static KernelDef from_source(std::string source, std::string function);
+  /// Reads the source from a file; throws gs::Error if it cannot be read.
+  static KernelDef from_file(std::string path, std::string function);
+  /// Adds access rules (may be called more than once).
+  KernelDef& annotate(std::string annotation);
+  /// A macro in the source and a constant in annotations.
+  KernelDef& define(std::string name, long long value);
+  /// Checks every access against the declared regions (also GRIDSPAN_CHECK=1).
+  KernelDef& checked(bool on = true);
+
+  const std::string& source() const { return source_; }
+  const std::string& function() const { return function_; }
+  const std::string& file() const { return file_; }
+  const std::vector<std::string>& annotations() const { return annotations_; }
+  const std::map<std::string, long long>& defines() const { return defines_; }
+  bool is_checked() const { return checked_; }
+
+ private:
+  std::string source_, function_, file_;
+  std::vector<std::string> annotations_;
+  std::map<std::string, long long> defines_;
+  bool checked_ = false;
+};
+
+/// What a native function is told about the superblock it runs.
+struct NativeContext {
+  int device = 0;   // the device (index over all devices)
+  Rect blocks;      // the superblock, in blocks
+  Dim block, grid;  // block size; blocks of the whole launch
+  /// The superblock's threads, clipped to the launch's thread domain.
+  Rect threads(const Dim& domain) const;
+};
+
+namespace detail {
+template <class V>
+struct view_traits {
+  static constexpr bool is_view = false;
+};
+template <class T>
+struct view_traits<Scalar<T>> {
+  static constexpr bool is_view = true;
+  static constexpr int rank = 0;
+  using value_type = std::remove_cv_t<T>;
+};
+template <class T>
+struct view_traits<Vector<T>> {
+  static constexpr bool is_view = true;
+  static constexpr int rank = 1;
+  using value_type = std::remove_cv_t<T>;
+};
+template <class T>
+struct view_traits<Matrix<T>> {
+  static constexpr bool is_view = true;
+  static constexpr int rank = 2;
+  using value_type = std::remove_cv_t<T>;
+};
+template <class T>
+struct view_traits<Tensor<T>> {
+  static constexpr bool is_view = true;
+  static constexpr int rank = 3;
+  using value_type = std::remove_cv_t<T>;
+};
+
+/// Calls a native function for one superblock (built by NativeDef).
+using NativeInvoker =
+    std::function<void(const NativeContext&, const GsArrayArg* arrays, const void* const* scalars)>;
+
+template <class F>
+struct native_signature : native_signature<decltype(&F::operator())> {};
+template <class C, class R, class... A>
+struct native_signature<R (C::*)(const NativeContext&, A...) const> {
+  using args = std::tuple<std::decay_t<A>...>;
+};
+template <class C, class R, class... A>
+struct native_signature<R (C::*)(const NativeContext&, A...)> {
+  using args = std::tuple<std::decay_t<A>...>;
+};
+template <class R, class... A>
+struct native_signature<R (*)(const NativeContext&, A...)> {
+  using args = std::tuple<std::decay_t<A>...>;
+};
+
+template <class A>
+annotation::ParamInfo native_param(const std::string& name) {
+  annotation::ParamInfo p;
+  p.name = name;
+  if constexpr (view_traits<A>::is_view) {
+    p.is_array = true;
+    p.rank = view_traits<A>::rank;
+    p.dtype = dtype_v<typename view_traits<A>::value_type>;
+  } else {
+    static_assert(std::is_arithmetic_v<A>,
+                  "native function parameters are gridspan views or arithmetic scalars");
+    p.dtype = dtype_v<A>;
+  }
+  p.type_text = name;
+  return p;
+}
+
+template <class A>
+A native_arg(const GsArrayArg* arrays, const void* const* scalars, std::size_t i) {
+  if constexpr (view_traits<A>::is_view)
+    return A::from_arg(arrays[i], static_cast<int32_t>(i), nullptr);
+  else
+    return *static_cast<const A*>(scalars[i]);
+}
+}  // namespace detail
+
+/// A C++ function launched like a kernel: `fn(const gs::NativeContext&, params...)` is
+/// called once per superblock with that superblock's chunk views.
+class NativeDef {
+ public:
+  template <class F>
+  static NativeDef from_function(std::string name, F fn, std::vector<std::string> param_names) {
+    using Args = typename detail::native_signature<F>::args;
+    NativeDef def;
+    def.name_ = std::move(name);
+    if (param_names.size() != std::tuple_size_v<Args>)
+      throw Error(fmt::format("NativeDef `{}`: {} parameter names for a function of {} parameters",
+                              def.name_, param_names.size(), std::tuple_size_v<Args>));
+    def.params_ =
+        make_params<Args>(param_names, std::make_index_sequence<std::tuple_size_v<Args>>{});
+    def.invoke_ = [fn](const NativeContext& ctx, const GsArrayArg* arrays,
+                       const void* const* scalars) {
+      call<Args>(fn, ctx, arrays, scalars, std::make_index_sequence<std::tuple_size_v<Args>>{});
+    };
+    return def;
+  }
+  NativeDef& annotate(std::string annotation) {
+    annotations_.push_back(std::move(annotation));
+    return *this;
+  }
+  NativeDef& define(std::string name, long long value) {
+    defines_[std::move(name)] = value;
+    return *this;
+  }
+
+  const std::string& name() const { return name_; }
+  const std::vector<annotation::ParamInfo>& params() const { return params_; }
+  const std::vector<std::string>& annotations() const { return annotations_; }
+  const std::map<std::string, long long>& defines() const { return defines_; }
+  const detail::NativeInvoker& invoker() const { return invoke_; }
+
+ private:
+  template <class Args, std::size_t... I>
+  static std::vector<annotation::ParamInfo> make_params(const std::vector<std::string>& names,
+                                                        std::index_sequence<I...>) {
+    return {detail::native_param<std::tuple_element_t<I, Args>>(names[I])...};
+  }
+  template <class Args, class F, std::size_t... I>
+  static void call(const F& fn, const NativeContext& ctx, const GsArrayArg* arrays,
+                   const void* const* scalars, std::index_sequence<I...>) {
+    fn(ctx, detail::native_arg<std::tuple_element_t<I, Args>>(arrays, scalars, I)...);
+  }
+
+  std::string name_;
+  std::vector<annotation::ParamInfo> params_;
+  std::vector<std::string> annotations_;
+  std::map<std::string, long long> defines_;
+  detail::NativeInvoker invoke_;
+};
+
+namespace detail {
+/// One launch argument: an array handle or a scalar value with its C++ type.
+struct LaunchArg {
+  const ArrayHandle* array = nullptr;
+  DType dtype = DType::i32;
+  bool is_float = false;
+  long double value = 0;  // exact for every integer up to 64 bits and every double
+  uint64_t bits = 0;      // the integer's bits
+};
+template <class A>
+LaunchArg make_arg(const A& a) {
+  LaunchArg arg;
+  using T = std::decay_t<A>;
+  if constexpr (std::is_arithmetic_v<T>) {
+    arg.dtype = dtype_v<T>;
+    arg.is_float = std::is_floating_point_v<T>;
+    arg.value = static_cast<long double>(a);
+    if constexpr (std::is_integral_v<T>) arg.bits = static_cast<uint64_t>(a);
+  } else {
+    arg.array = &a.handle();
+    arg.dtype = a.dtype();
+  }
+  return arg;
+}
+struct KernelState;
+}  // namespace detail
+
+/// A compiled kernel or native function, ready to launch.
+class Kernel {
+ public:
+  Kernel() = default;
+  explicit Kernel(std::shared_ptr<detail::KernelState> state) : state_(std::move(state)) {}
+
+  /// Launches over `threads` (CUDA grid = ceil(threads / block) per axis), cut into
+  /// superblocks by `work`. Asynchronous: returns at once. Throws LaunchError when the
+  /// arguments do not fit the kernel's parameters.
+  template <class... A>
+  Event launch(Dim threads, Dim block, const WorkDistribution& work, A&&... args) const {
+    std::vector<detail::LaunchArg> packed{detail::make_arg(args)...};
+    return launch_packed(threads, block, work, packed);
+  }
+  Event launch_packed(const Dim& threads, const Dim& block, const WorkDistribution& work,
+                      const std::vector<detail::LaunchArg>& args) const;
+  const std::string& name() const;
+  const std::vector<annotation::ParamInfo>& params() const;
+  /// The plan of the most recent launch as Graphviz (needs Context::keep_plans(true)).
+  std::string last_plan_dot() const;
+
+ private:
+  runtime::Driver* driver_ptr() const;
+  std::shared_ptr<detail::KernelState> state_;
+};
+
+}  // namespace gridspan

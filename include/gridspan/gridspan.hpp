@@ -1,0 +1,14 @@
+// gridspan: one CUDA-style kernel launch spread over every device, with spilling.
+//   #include <gridspan/gridspan.hpp>
+//   namespace gs = gridspan;
+#pragma once
+
+#include "gridspan/annotation/annotation.hpp"
+#include "gridspan/api/array.hpp"
+#include "gridspan/api/context.hpp"
+#include "gridspan/api/event.hpp"
+#include "gridspan/api/kernel.hpp"
+#include "gridspan/core/config.hpp"
+#include "gridspan/core/error.hpp"
+#include "gridspan/core/geometry.hpp"
+#include "gridspan/distribution/distribution.hpp"

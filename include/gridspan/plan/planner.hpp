@@ -1,0 +1,105 @@
+// The planner: turns one launch (or an array's creation, host write, read-back, deletion)
+// into tasks with dependencies. Launch k+1 is planned while launch k runs: the planner
+// tracks, per chunk and region, which tasks last wrote and read it (RAW, WAR, WAW), so the
+// task graph grows incrementally and disjoint writers of one chunk run concurrently.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "gridspan/annotation/annotation.hpp"
+#include "gridspan/distribution/distribution.hpp"
+#include "gridspan/plan/task.hpp"
+
+namespace gridspan::plan {
+
+struct ChunkMeta {
+  ChunkId id = 0;
+  Rect region;
+  Rect owned;
+  int device = 0;
+};
+
+/// The driver's record of one distributed array.
+struct ArrayMeta {
+  uint64_t id = 0;
+  DType dtype = DType::f32;
+  std::size_t elem_size = 4;
+  Dim shape;
+  std::vector<ChunkMeta> chunks;
+  bool owned_partition = true;   // owned boxes are disjoint and cover the array
+  std::string describe() const;  // "array 3 float32 {100, 20}"
+};
+
+/// Everything the planner needs to know about one launch.
+struct LaunchSpec {
+  std::shared_ptr<const Executable> executable;
+  const annotation::Annotation* annotation = nullptr;
+  const std::vector<annotation::ParamInfo>* params = nullptr;
+  Dim threads, block;
+  std::vector<Superblock> superblocks;
+  std::vector<const ArrayMeta*> arrays;  // per parameter; null for scalars
+  std::vector<int64_t> int_scalars;      // per parameter; integer scalar values (else 0)
+  std::shared_ptr<const std::vector<unsigned char>> scalars;
+  std::vector<uint32_t> scalar_offsets;
+};
+
+/// The tasks one call produced, and the barrier that completes when all of them have.
+struct Plan {
+  std::vector<Task> tasks;
+  TaskId done = 0;
+  /// Graphviz picture of the tasks and their dependencies.
+  std::string to_dot() const;
+};
+
+class Planner {
+ public:
+  /// `devices`: devices of the worker; `is_done(task)` lets the planner forget finished tasks.
+  Planner(int devices, std::function<bool(TaskId)> is_done);
+
+  /// Chunk ids for a new array's chunks (fills `meta.chunks[k].id`).
+  void assign_chunk_ids(ArrayMeta& meta);
+  /// Creates the chunks of an array; with `fill` (elem_size bytes), sets every element.
+  Plan create_array(const ArrayMeta& meta, const unsigned char* fill);
+  /// Writes a whole array from host data (row-major, meta.shape) into every chunk.
+  Plan write_array(const ArrayMeta& meta, std::shared_ptr<const std::vector<unsigned char>> data);
+  /// Reads a whole array into `dst` (row-major, meta.shape); wait for `done`.
+  Plan read_array(const ArrayMeta& meta, void* dst);
+  /// Frees an array's chunks once every task that touches them has finished.
+  Plan delete_array(const ArrayMeta& meta);
+  /// Plans one launch. Throws LaunchError for bad geometry or access regions.
+  Plan launch(const LaunchSpec& spec);
+  std::size_t tracked_records() const;
+
+ private:
+  struct Record {
+    Rect region;
+    TaskId task;
+    bool write;
+  };
+  struct LaunchState;
+  TaskId next_task() { return ++last_task_; }
+  ChunkId next_chunk() { return ++last_chunk_; }
+  void read_dep(ChunkId c, const Rect& r, std::vector<TaskId>& deps);
+  void write_dep(ChunkId c, const Rect& r, std::vector<TaskId>& deps);
+  void record(ChunkId c, const Rect& r, TaskId t, bool write);
+  void prune(std::vector<Record>& records);
+  Plan finish(std::vector<Task> tasks);
+
+  int devices_;
+  std::function<bool(TaskId)> is_done_;
+  TaskId last_task_ = 0;
+  ChunkId last_chunk_ = 0;
+  std::unordered_map<ChunkId, std::vector<Record>> records_;
+};
+
+/// The identity of `op` for `dtype`, as elem bytes (0 for +, 1 for *, the largest value for
+/// min, ...).
+std::array<unsigned char, 16> reduce_identity(annotation::ReduceOp op, DType dtype);
+
+}  // namespace gridspan::plan

@@ -1,0 +1,125 @@
+// The tasks that make up a plan: plain data the driver builds and the workers run.
+// Every task names the chunks it touches (for staging and for dependency tracking) and
+// the tasks it waits for.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "gridspan/annotation/annotation.hpp"
+#include "gridspan/core/dtype.hpp"
+#include "gridspan/core/geometry.hpp"
+
+namespace gridspan::plan {
+
+using TaskId = uint64_t;
+using ChunkId = uint64_t;
+
+/// A chunk as a task sees it: its id and the box of the array it holds.
+struct ChunkRef {
+  ChunkId id = 0;
+  Rect rect;
+};
+
+/// Registers a chunk with the worker's memory manager (no memory is taken yet).
+struct CreateChunk {
+  ChunkId chunk;
+  std::size_t bytes;
+};
+/// Frees every copy of a chunk.
+struct DeleteChunk {
+  ChunkId chunk;
+};
+/// Sets `region` of a chunk to one value (`elem_size` bytes of `value`).
+struct Fill {
+  ChunkRef dst;
+  Rect region;
+  std::size_t elem_size;
+  std::array<unsigned char, 16> value;
+};
+/// Copies `region` from one chunk to another (possibly on another device).
+struct Copy {
+  ChunkRef src, dst;
+  Rect region;
+  std::size_t elem_size;
+};
+/// dst := identity, then dst[r] op= src[r] for each source in order (r = src ∩ dst).
+struct Reduce {
+  ChunkRef dst;
+  std::vector<ChunkRef> srcs;
+  annotation::ReduceOp op;
+  DType dtype;
+};
+/// Writes host data (a box `data_rect` in row-major order) into `region` of a chunk.
+struct HostWrite {
+  ChunkRef dst;
+  Rect region;
+  std::shared_ptr<const std::vector<unsigned char>> data;
+  Rect data_rect;
+  std::size_t elem_size;
+};
+/// Reads `region` of a chunk into host memory laid out as the box `dst_rect`.
+struct ReadBack {
+  ChunkRef src;
+  Rect region;
+  void* dst;
+  Rect dst_rect;
+  std::size_t elem_size;
+};
+
+/// What a kernel or native function runs against in one superblock.
+class Executable;
+struct ExecArg {
+  ChunkRef chunk;  // the chunk or temporary the view maps (rect = its box)
+  Rect region;     // declared access region
+  annotation::Mode mode;
+  annotation::ReduceOp op;
+  bool write;  // the task writes the chunk
+};
+struct Execute {
+  std::shared_ptr<const Executable> executable;
+  Rect blocks;                  // the superblock, in blocks
+  Dim block, grid;              // block size and blocks of the whole launch
+  std::vector<ExecArg> arrays;  // per parameter (scalars: chunk.id 0)
+  std::shared_ptr<const std::vector<unsigned char>> scalars;  // packed scalar values
+  std::vector<uint32_t> scalar_offsets;                       // per parameter
+};
+/// Completes when its dependencies have: what an Event waits for.
+struct Barrier {};
+
+using Payload = std::variant<CreateChunk, DeleteChunk, Fill, Copy, Reduce, HostWrite, ReadBack,
+                             Execute, Barrier>;
+
+struct Task {
+  TaskId id = 0;
+  int device = 0;  // the worker-local device whose executor runs it
+  std::vector<TaskId> deps;
+  Payload payload;
+  const char* kind() const;
+  /// The chunks it touches and whether it writes them (for staging).
+  void chunk_uses(std::vector<std::pair<ChunkId, bool>>& out) const;
+};
+
+/// What an executor hands an Executable for one superblock: the task and, per parameter,
+/// the memory of the chunk its view maps (null for scalars and untouched arrays).
+struct ExecFrame {
+  const Execute& exec;
+  void* const* data;  // [exec.arrays.size()]
+  int device;
+};
+
+/// A kernel or native function, as the runtime runs it (runtime/ implements it).
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  virtual const std::string& name() const = 0;
+  /// Runs one superblock on the calling executor thread; throws gs::Error on failure
+  /// (AccessError for a checked-mode violation).
+  virtual void run(const ExecFrame& frame) const = 0;
+};
+
+}  // namespace gridspan::plan

@@ -1,0 +1,92 @@
+// The worker: schedules its part of the task graph on its devices. A task waits for its
+// dependencies, is staged (the memory manager makes all its chunks resident, or none),
+// is queued at its device's executor, runs, and is unstaged; then its successors are
+// released. The bytes staged ahead per device are bounded (GRIDSPAN_STAGING_BYTES).
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "gridspan/backend/device.hpp"
+#include "gridspan/plan/task.hpp"
+#include "gridspan/runtime/memory.hpp"
+
+namespace gridspan::runtime {
+
+struct WorkerStats {
+  uint64_t tasks_run = 0;
+  uint64_t tasks_failed = 0;
+  uint64_t stage_retries = 0;  // times a task could not be staged at once
+};
+
+class Worker {
+ public:
+  Worker(std::vector<backend::Device*> devices, MemoryManager& memory, std::size_t staging_bytes);
+  ~Worker();  // finishes every submitted task first
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  /// Adds tasks; their dependencies are tasks submitted earlier (or in this batch, before
+  /// them). Dependencies on finished tasks are satisfied at once.
+  void submit(std::vector<plan::Task>&& tasks);
+  /// Finished (successfully or not).
+  bool is_done(plan::TaskId id) const;
+  /// Blocks until the task is finished; throws the error that made it (or a task it
+  /// depended on) fail.
+  void wait(plan::TaskId id);
+  /// Blocks until every submitted task is finished; throws the first error not yet reported.
+  void wait_all();
+  WorkerStats stats() const;
+
+ private:
+  struct Node {
+    plan::Task task;
+    int missing = 0;
+    std::vector<plan::TaskId> successors;
+    std::exception_ptr error;  // set when a dependency failed
+    std::size_t staged_bytes = 0;
+    std::vector<ChunkUse> uses;
+  };
+  void scheduler_loop();
+  bool dispatch(Node* node);  // under lock; false if it cannot be staged now
+  void run_task(Node* node);  // on an executor thread
+  void complete(plan::TaskId id, std::exception_ptr error);
+
+  std::vector<backend::Device*> devices_;
+  MemoryManager& memory_;
+  std::size_t staging_limit_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_scheduler_, wake_waiters_;
+  std::unordered_map<plan::TaskId, Node> pending_;
+  std::unordered_map<plan::TaskId, std::exception_ptr> failed_;
+  std::deque<Node*> ready_;
+  std::deque<Node*> blocked_;  // ready, but could not be staged yet
+  std::vector<std::size_t> staged_bytes_;
+  std::vector<int> staged_tasks_;
+  plan::TaskId max_submitted_ = 0;
+  std::size_t running_ = 0;
+  bool stop_ = false;
+  bool progress_ = false;  // something was unstaged since the last staging attempt
+  std::exception_ptr unreported_;
+  WorkerStats stats_;
+  std::thread scheduler_;
+};
+
+/// Copies the box `region` between two row-major boxes of host-addressable memory.
+void copy_region(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+                 const Rect& region, std::size_t elem_size);
+/// Sets `region` of a row-major box to `value` (elem_size bytes).
+void fill_region(void* dst, const Rect& dst_rect, const Rect& region, const void* value,
+                 std::size_t elem_size);
+/// dst[r] = dst[r] op src[r] over r = src_rect ∩ dst_rect.
+void combine_region(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+                    annotation::ReduceOp op, DType dtype);
+
+}  // namespace gridspan::runtime

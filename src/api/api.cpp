@@ -1,0 +1,432 @@
+// The public API on top of the driver: arrays, kernels, launches, events, run().
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "gridspan/api/context.hpp"
+#include "gridspan/core/half.hpp"
+#include "gridspan/core/log.hpp"
+#include "gridspan/runtime/driver.hpp"
+
+namespace gridspan {
+
+// --- arrays ---------------------------------------------------------------------------
+
+namespace detail {
+
+ArrayHandle::ArrayHandle(std::shared_ptr<runtime::Driver> d, std::shared_ptr<plan::ArrayMeta> m)
+    : driver(std::move(d)), meta(std::move(m)) {}
+ArrayHandle::~ArrayHandle() {
+  driver->release_array(*meta);
+}
+
+std::shared_ptr<ArrayHandle> array_create(const std::shared_ptr<runtime::Driver>& driver,
+                                          DType dtype, const Dim& shape,
+                                          const DataDistribution& dist, const void* fill) {
+  return std::make_shared<ArrayHandle>(driver, driver->create_array(dtype, shape, dist, fill));
+}
+
+void array_read(const ArrayHandle& h, void* dst, std::size_t bytes) {
+  if (bytes != static_cast<std::size_t>(h.meta->shape.volume()) * h.meta->elem_size)
+    throw Error("internal error: array_read size mismatch");
+  h.driver->read_array(*h.meta, dst);
+}
+
+void array_write(const ArrayHandle& h, const void* src, std::size_t bytes) {
+  std::vector<unsigned char> data(bytes);
+  std::memcpy(data.data(), src, bytes);
+  h.driver->write_array(*h.meta, std::move(data));
+}
+
+const Dim& array_shape(const ArrayHandle& h) {
+  return h.meta->shape;
+}
+DType array_dtype(const ArrayHandle& h) {
+  return h.meta->dtype;
+}
+
+std::vector<ChunkSpec> array_chunks(const ArrayHandle& h) {
+  std::vector<ChunkSpec> out;
+  for (auto& c : h.meta->chunks) out.push_back(ChunkSpec{c.region, c.owned, c.device});
+  return out;
+}
+
+void throw_null_array() {
+  throw Error(
+      "this gs::Array is empty (default-constructed or moved from); create it with a "
+      "Context first");
+}
+
+// --- kernels --------------------------------------------------------------------------
+
+struct KernelState {
+  std::shared_ptr<runtime::Driver> driver;
+  std::string name;
+  std::vector<annotation::ParamInfo> params;
+  annotation::Annotation annotation;
+  std::shared_ptr<const plan::Executable> executable;
+};
+
+}  // namespace detail
+
+void Event::wait() {
+  if (driver_) driver_->wait(task_);
+}
+bool Event::ready() const {
+  return !driver_ || driver_->is_done(task_);
+}
+
+KernelDef KernelDef::from_source(std::string source, std::string function) {
+  KernelDef d;
+  d.source_ = std::move(source);
+  d.function_ = std::move(function);
+  d.file_ = d.function_ + ".cu";
+  return d;
+}
+
+KernelDef KernelDef::from_file(std::string path, std::string function) {
+  std::ifstream in(path);
+  if (!in)
+    throw Error(fmt::format("cannot read kernel source file '{}': {}; check the path", path,
+                            std::strerror(errno)));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  KernelDef d = from_source(ss.str(), std::move(function));
+  d.file_ = path;
+  return d;
+}
+
+KernelDef& KernelDef::annotate(std::string annotation) {
+  annotations_.push_back(std::move(annotation));
+  return *this;
+}
+KernelDef& KernelDef::define(std::string name, long long value) {
+  defines_[std::move(name)] = value;
+  return *this;
+}
+KernelDef& KernelDef::checked(bool on) {
+  checked_ = on;
+  return *this;
+}
+
+Rect NativeContext::threads(const Dim& domain) const {
+  Rect r = blocks;
+  for (int a = 0; a < blocks.rank; ++a) {
+    r.lo[a] = blocks.lo[a] * block.get(a);
+    r.hi[a] = std::min<int64_t>(blocks.hi[a] * block.get(a), domain.get(a));
+  }
+  return r;
+}
+
+namespace {
+
+annotation::Annotation parse_annotations(const std::string& name,
+                                         const std::vector<std::string>& texts,
+                                         const std::vector<annotation::ParamInfo>& params,
+                                         const std::map<std::string, long long>& defines) {
+  if (texts.empty())
+    throw AnnotationError(
+        fmt::format("kernel `{}` has no annotation; say which elements each thread touches, e.g. "
+                    ".annotate(\"global i => write out[i], read in[i]\")",
+                    name));
+  annotation::Annotation all;
+  for (const auto& t : texts) all.merge(annotation::Annotation::parse(t, params, defines));
+  all.validate(params);
+  return all;
+}
+
+// Runs a native function for one superblock.
+class NativeExecutable : public plan::Executable {
+ public:
+  NativeExecutable(std::string name, std::vector<annotation::ParamInfo> params,
+                   detail::NativeInvoker invoke)
+      : name_(std::move(name)), params_(std::move(params)), invoke_(std::move(invoke)) {}
+  const std::string& name() const override { return name_; }
+  void run(const plan::ExecFrame& frame) const override {
+    const plan::Execute& ex = frame.exec;
+    std::size_t n = params_.size();
+    std::vector<GsArrayArg> arrays(n);
+    std::vector<const void*> scalars(n, nullptr);
+    for (std::size_t p = 0; p < n; ++p) {
+      GsArrayArg& a = arrays[p];
+      std::memset(&a, 0, sizeof a);
+      if (!params_[p].is_array) {
+        scalars[p] = ex.scalars->data() + ex.scalar_offsets[p];
+        continue;
+      }
+      const plan::ExecArg& arg = ex.arrays[p];
+      a.data = frame.data[p];
+      a.rank = params_[p].rank;
+      a.mode = static_cast<int32_t>(arg.mode);
+      a.op = static_cast<int32_t>(arg.op);
+      a.elem_size = static_cast<int32_t>(dtype_size(params_[p].dtype));
+      for (int ax = 0; ax < 3; ++ax) {
+        a.lo[ax] = arg.chunk.rect.lo[ax];
+        a.extent[ax] = a.data ? arg.chunk.rect.hi[ax] - arg.chunk.rect.lo[ax] : 0;
+        a.region_lo[ax] = arg.region.lo[ax];
+        a.region_hi[ax] = arg.region.hi[ax];
+      }
+    }
+    NativeContext ctx{frame.device, ex.blocks, ex.block, ex.grid};
+    invoke_(ctx, arrays.data(), scalars.data());
+  }
+
+ private:
+  std::string name_;
+  std::vector<annotation::ParamInfo> params_;
+  detail::NativeInvoker invoke_;
+};
+
+// Stores `arg` as parameter `p`'s type, or says why it cannot.
+void pack_scalar(const std::string& kernel, const annotation::ParamInfo& p, int index,
+                 const detail::LaunchArg& arg, std::vector<unsigned char>& blob) {
+  std::size_t size = dtype_size(p.dtype);
+  std::size_t at = (blob.size() + 7) / 8 * 8;
+  blob.resize(at + std::max<std::size_t>(size, 8));
+  unsigned char* out = blob.data() + at;
+  auto mismatch = [&](const std::string& why) {
+    return LaunchError(fmt::format("kernel `{}`: argument {} for parameter `{}` ({}) {}", kernel,
+                                   index + 1, p.name, p.type_text, why));
+  };
+  if (arg.array) throw mismatch("is an array; pass a scalar value");
+  if (dtype_is_float(p.dtype)) {
+    double v = static_cast<double>(arg.value);
+    switch (p.dtype) {
+      case DType::f32: {
+        float f = static_cast<float>(v);
+        std::memcpy(out, &f, 4);
+        break;
+      }
+      case DType::f64:
+        std::memcpy(out, &v, 8);
+        break;
+      case DType::f16: {
+        uint16_t h = float_to_half(static_cast<float>(v));
+        std::memcpy(out, &h, 2);
+        break;
+      }
+      default: {
+        uint16_t h = float_to_bf16(static_cast<float>(v));
+        std::memcpy(out, &h, 2);
+        break;
+      }
+    }
+    return;
+  }
+  if (arg.is_float)
+    throw mismatch(fmt::format("is a floating-point {}; pass an integer (convert explicitly)",
+                               dtype_name(arg.dtype)));
+  if (p.dtype == DType::boolean) {
+    bool b = arg.value != 0;
+    std::memcpy(out, &b, 1);
+    return;
+  }
+  long double lo = 0, hi = 0;
+  switch (p.dtype) {
+    case DType::i8:
+      lo = INT8_MIN, hi = INT8_MAX;
+      break;
+    case DType::i16:
+      lo = INT16_MIN, hi = INT16_MAX;
+      break;
+    case DType::i32:
+      lo = INT32_MIN, hi = INT32_MAX;
+      break;
+    case DType::i64:
+      lo = static_cast<long double>(INT64_MIN), hi = static_cast<long double>(INT64_MAX);
+      break;
+    case DType::u8:
+      hi = UINT8_MAX;
+      break;
+    case DType::u16:
+      hi = UINT16_MAX;
+      break;
+    case DType::u32:
+      hi = UINT32_MAX;
+      break;
+    default:
+      hi = static_cast<long double>(UINT64_MAX);
+      break;
+  }
+  if (arg.value < lo || arg.value > hi)
+    throw mismatch(
+        fmt::format("gets the value {}, which does not fit", static_cast<long long>(arg.value)));
+  uint64_t bits = arg.bits;
+  std::memcpy(out, &bits, size);  // little-endian: the low bytes
+}
+
+}  // namespace
+
+Context::Context(const Config& config) : driver_(std::make_shared<runtime::Driver>(config)) {}
+
+Context::~Context() {
+  try {
+    driver_->synchronize();
+  } catch (const std::exception& e) {
+    log::warn("an error was not reported before the context ended: {}", e.what());
+  }
+}
+
+Kernel Context::compile(const KernelDef& def) {
+  auto state = std::make_shared<detail::KernelState>();
+  state->driver = driver_;
+  state->name = def.function();
+  state->params = annotation::parse_signature(def.source(), def.function());
+  state->annotation =
+      parse_annotations(def.function(), def.annotations(), state->params, def.defines());
+  backend::KernelSource src;
+  src.name = def.function();
+  src.source = def.source();
+  src.params = state->params;
+  src.defines = def.defines();
+  src.checked = def.is_checked() || driver_->config().check;
+  auto compiled = driver_->backend().compile(src);
+  state->executable = std::make_shared<runtime::KernelExecutable>(def.function(), state->params,
+                                                                  compiled, src.checked);
+  return Kernel(state);
+}
+
+Kernel Context::compile(const NativeDef& def) {
+  auto state = std::make_shared<detail::KernelState>();
+  state->driver = driver_;
+  state->name = def.name();
+  state->params = def.params();
+  state->annotation =
+      parse_annotations(def.name(), def.annotations(), state->params, def.defines());
+  state->executable = std::make_shared<NativeExecutable>(def.name(), def.params(), def.invoker());
+  return Kernel(state);
+}
+
+void Context::synchronize() {
+  driver_->synchronize();
+}
+int Context::device_count() const {
+  return driver_->device_count();
+}
+std::vector<SpaceStats> Context::memory_stats() const {
+  return driver_->memory_stats();
+}
+const Config& Context::config() const {
+  return driver_->config();
+}
+void Context::keep_plans(bool on) {
+  driver_->keep_plans(on);
+}
+
+const std::string& Kernel::name() const {
+  return state_->name;
+}
+const std::vector<annotation::ParamInfo>& Kernel::params() const {
+  return state_->params;
+}
+std::string Kernel::last_plan_dot() const {
+  return state_->driver->last_plan_dot();
+}
+
+Event Kernel::launch_packed(const Dim& threads, const Dim& block, const WorkDistribution& work,
+                            const std::vector<detail::LaunchArg>& args) const {
+  if (!state_) throw LaunchError("this gs::Kernel is empty; get one from Context::compile");
+  const auto& params = state_->params;
+  const std::string& name = state_->name;
+  if (args.size() != params.size()) {
+    std::string list;
+    for (auto& p : params)
+      list += fmt::format("{}{} {}", list.empty() ? "" : ", ", p.type_text, p.name);
+    throw LaunchError(
+        fmt::format("kernel `{}` takes {} arguments after the launch geometry ({}), "
+                    "but the launch passes {}",
+                    name, params.size(), list, args.size()));
+  }
+  if (threads.rank() < 1)
+    throw LaunchError(fmt::format("kernel `{}`: the thread domain needs 1 to 3 axes, got {}", name,
+                                  threads.str()));
+  if (block.rank() != threads.rank())
+    throw LaunchError(fmt::format("kernel `{}`: the block {} must have the rank of the threads {}",
+                                  name, block.str(), threads.str()));
+  for (int a = 0; a < block.rank(); ++a)
+    if (block[a] <= 0)
+      throw LaunchError(fmt::format("kernel `{}`: the block {} must be positive on every axis",
+                                    name, block.str()));
+  if (block.volume() > 1024)
+    throw LaunchError(
+        fmt::format("kernel `{}`: the block {} has {} threads; at most 1024 as in CUDA", name,
+                    block.str(), block.volume()));
+  plan::LaunchSpec spec;
+  spec.executable = state_->executable;
+  spec.annotation = &state_->annotation;
+  spec.params = &params;
+  spec.threads = threads;
+  spec.block = block;
+  spec.arrays.resize(params.size(), nullptr);
+  spec.int_scalars.resize(params.size(), 0);
+  spec.scalar_offsets.resize(params.size(), 0);
+  auto blob = std::make_shared<std::vector<unsigned char>>();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto& p = params[i];
+    const auto& arg = args[i];
+    if (p.is_array) {
+      if (!arg.array)
+        throw LaunchError(
+            fmt::format("kernel `{}`: argument {} for parameter `{}` ({}) must be a "
+                        "gs::Array, got a {} scalar",
+                        name, i + 1, p.name, p.type_text, dtype_name(arg.dtype)));
+      if (arg.array->driver.get() != driver_ptr())
+        throw LaunchError(fmt::format("kernel `{}`: array argument `{}` belongs to another Context",
+                                      name, p.name));
+      const plan::ArrayMeta& meta = *arg.array->meta;
+      if (meta.dtype != p.dtype)
+        throw LaunchError(
+            fmt::format("kernel `{}`: argument `{}` is an array of {}, but the "
+                        "parameter is {} (of {})",
+                        name, p.name, dtype_name(meta.dtype), p.type_text, dtype_name(p.dtype)));
+      if (meta.shape.rank() != p.rank)
+        throw LaunchError(
+            fmt::format("kernel `{}`: argument `{}` has rank {} (shape {}), but the "
+                        "parameter {} has rank {}",
+                        name, p.name, meta.shape.rank(), meta.shape.str(), p.type_text, p.rank));
+      spec.arrays[i] = &meta;
+    } else {
+      spec.scalar_offsets[i] = static_cast<uint32_t>((blob->size() + 7) / 8 * 8);
+      pack_scalar(name, p, static_cast<int>(i), arg, *blob);
+      if (!dtype_is_float(p.dtype)) spec.int_scalars[i] = static_cast<int64_t>(arg.value);
+    }
+  }
+  spec.scalars = blob;
+  spec.superblocks = work.superblocks(threads, block, driver_ptr()->device_count());
+  return Event(state_->driver, state_->driver->launch(spec));
+}
+
+runtime::Driver* Kernel::driver_ptr() const {
+  return state_->driver.get();
+}
+
+// --- run --------------------------------------------------------------------------------
+
+int run(Config config, std::function<void(Context&)> app) {
+  try {
+    Context ctx(config.with_env());
+    app(ctx);
+    ctx.synchronize();
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "gridspan error: %s\n", e.what());
+    return 1;
+  }
+}
+
+int run(int argc, char** argv, std::function<void(Context&)> app) {
+  (void)argc;
+  (void)argv;
+  try {
+    return run(Config::from_env(), std::move(app));
+  } catch (const Error& e) {
+    std::fprintf(stderr, "gridspan error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace gridspan

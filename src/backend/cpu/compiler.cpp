@@ -1,0 +1,659 @@
+// The cpu backend's JIT: wraps the user's kernel in a generated entry point that runs every
+// block of a superblock, compiles it with the host C++ compiler into a shared library, and
+// loads it. Compiled kernels are cached on disk (keyed by source, options, compiler and
+// device headers; safe across processes) and in memory.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string_view>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "backend/cpu/cpu.hpp"
+#include "gridspan/core/dtype.hpp"
+#include "gridspan/core/error.hpp"
+#include "gridspan/core/log.hpp"
+
+extern char** environ;
+
+namespace gridspan::detail {
+const std::vector<std::pair<std::string_view, std::string_view>>& embedded_files();
+}
+
+namespace gridspan::backend::cpu {
+namespace {
+
+std::atomic<long> g_compiler_invocations{0};
+
+// ---- scanning the user's source ----------------------------------------------------------
+
+struct Identifier {
+  std::string_view text;
+  int line;
+};
+
+// Every identifier of `source` outside comments, string and character literals, with its
+// line (1-based). Numbers are skipped whole, so `1'000` and `0x1fULL` are not identifiers.
+std::vector<Identifier> identifiers(std::string_view s) {
+  std::vector<Identifier> out;
+  int line = 1;
+  auto ident_start = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; };
+  auto ident_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const char c = s[i];
+    if (c == '\n') {
+      ++line;
+      ++i;
+    } else if (c == '/' && i + 1 < s.size() && s[i + 1] == '/') {
+      while (i < s.size() && s[i] != '\n') ++i;
+    } else if (c == '/' && i + 1 < s.size() && s[i + 1] == '*') {
+      i += 2;
+      while (i < s.size() && !(s[i] == '*' && i + 1 < s.size() && s[i + 1] == '/')) {
+        if (s[i] == '\n') ++line;
+        ++i;
+      }
+      i += 2;
+    } else if (c == '"' || c == '\'') {
+      ++i;
+      while (i < s.size() && s[i] != c && s[i] != '\n') {
+        if (s[i] == '\\' && i + 1 < s.size()) ++i;
+        ++i;
+      }
+      ++i;
+    } else if (std::isdigit(static_cast<unsigned char>(c))) {
+      while (i < s.size() && (ident_char(s[i]) || s[i] == '.' || s[i] == '\'')) ++i;
+    } else if (ident_start(c)) {
+      const std::size_t start = i;
+      while (i < s.size() && ident_char(s[i])) ++i;
+      std::string_view word = s.substr(start, i - start);
+      if (i < s.size() && s[i] == '"' && !word.empty() && word.back() == 'R') {
+        // A raw string literal R"delim( ... )delim".
+        const std::size_t open = s.find('(', i);
+        if (open == std::string_view::npos) break;
+        const std::string close = ")" + std::string(s.substr(i + 1, open - i - 1)) + "\"";
+        const std::size_t end = s.find(close, open);
+        const std::size_t stop = end == std::string_view::npos ? s.size() : end + close.size();
+        for (std::size_t k = i; k < stop; ++k) line += s[k] == '\n';
+        i = stop;
+        continue;
+      }
+      out.push_back({word, line});
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
+
+// CUDA features the cpu backend does not provide yet; a kernel using one is rejected with
+// a message that says so (instead of an "undeclared identifier" from the compiler).
+const std::set<std::string_view>& warp_intrinsics() {
+  static const std::set<std::string_view> names = {"__shfl_sync",
+                                                   "__shfl_up_sync",
+                                                   "__shfl_down_sync",
+                                                   "__shfl_xor_sync",
+                                                   "__shfl",
+                                                   "__shfl_up",
+                                                   "__shfl_down",
+                                                   "__shfl_xor",
+                                                   "__ballot_sync",
+                                                   "__ballot",
+                                                   "__any_sync",
+                                                   "__all_sync",
+                                                   "__any",
+                                                   "__all",
+                                                   "__uni_sync",
+                                                   "__match_any_sync",
+                                                   "__match_all_sync",
+                                                   "__activemask",
+                                                   "__syncwarp",
+                                                   "__reduce_add_sync",
+                                                   "__reduce_min_sync",
+                                                   "__reduce_max_sync",
+                                                   "__reduce_and_sync",
+                                                   "__reduce_or_sync",
+                                                   "__reduce_xor_sync",
+                                                   "__lanemask_lt",
+                                                   "__lanemask_le",
+                                                   "__lanemask_eq",
+                                                   "__lanemask_gt",
+                                                   "__lanemask_ge",
+                                                   "cooperative_groups",
+                                                   "__syncthreads_count",
+                                                   "__syncthreads_and",
+                                                   "__syncthreads_or"};
+  return names;
+}
+
+void reject_unsupported(const KernelSource& k, const std::string& file) {
+  const auto ids = identifiers(k.source);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const auto& id = ids[i];
+    if (warp_intrinsics().count(id.text)) {
+      throw CompileError(fmt::format(
+          "{}:{}: kernel `{}` uses `{}`: warp-level intrinsics (shuffles, votes, __syncwarp, "
+          "cooperative groups, __syncthreads_count/and/or) are not supported by the cpu "
+          "backend yet. Rewrite that part with __shared__ memory and __syncthreads(), which "
+          "work on every backend.",
+          file, id.line, k.name, id.text));
+    }
+    if (id.text == "extern" && i + 1 < ids.size() && ids[i + 1].text == "__shared__") {
+      throw CompileError(fmt::format(
+          "{}:{}: kernel `{}` declares `extern __shared__` (dynamic shared memory), which "
+          "gridspan launches do not size; declare the __shared__ array with a constant size "
+          "(a define works: .define(\"TILE\", 256)).",
+          file, id.line, k.name));
+    }
+  }
+}
+
+// ---- the generated wrapper ---------------------------------------------------------------
+
+std::string file_name(const KernelSource& k) {
+  std::string f = k.file.empty() ? k.name + ".cu" : k.file;
+  for (char& c : f)
+    if (c == '"' || c == '\\' || c == '\n') c = '_';
+  return f;
+}
+
+std::string view_type(const annotation::ParamInfo& p) {
+  static const char* views[] = {"Scalar", "Vector", "Matrix", "Tensor"};
+  if (p.rank < 0 || p.rank > 3) {
+    throw CompileError(
+        fmt::format("parameter `{}` has rank {}; gridspan views have rank 0 to 3", p.name, p.rank));
+  }
+  return fmt::format("::gridspan::{}<{}>", views[p.rank], dtype_cpp_name(p.dtype));
+}
+
+// ---- small utilities -------------------------------------------------------------------
+
+// A 128-bit content hash (two independent 64-bit FNV-style streams) as 32 hex digits; for
+// cache keys, where only accidental collisions matter.
+class Hasher {
+ public:
+  void add(std::string_view s) {
+    for (unsigned char c : s) {
+      a_ = (a_ ^ c) * 0x100000001b3ull;
+      b_ = ((b_ << 5) | (b_ >> 59)) ^ c;
+      b_ *= 0x9E3779B97F4A7C15ull;
+    }
+    const uint64_t n = s.size();  // so that ("ab","c") and ("a","bc") differ
+    for (int i = 0; i < 8; ++i) {
+      a_ = (a_ ^ ((n >> (8 * i)) & 0xFF)) * 0x100000001b3ull;
+      b_ = (((b_ << 5) | (b_ >> 59)) ^ ((n >> (8 * i)) & 0xFF)) * 0x9E3779B97F4A7C15ull;
+    }
+  }
+  std::string hex() const { return fmt::format("{:016x}{:016x}", a_, b_); }
+
+ private:
+  uint64_t a_ = 0xcbf29ce484222325ull;
+  uint64_t b_ = 0x84222325cbf29ce4ull;
+};
+
+std::vector<std::string> split_words(const std::string& command) {
+  std::vector<std::string> words;
+  std::istringstream in(command);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+std::string join(const std::vector<std::string>& words) {
+  std::string s;
+  for (const auto& w : words) s += (s.empty() ? "" : " ") + w;
+  return s;
+}
+
+struct ProcessResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs argv[0] found on PATH (no shell), collecting its output.
+ProcessResult run_process(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    throw CompileError(
+        fmt::format("cannot create a pipe to run `{}`: {}", args[0], std::strerror(errno)));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    throw CompileError(fmt::format(
+        "cannot run the C++ compiler `{}` for the cpu backend: {}. Install a C++17 compiler "
+        "(g++ or clang++) or name one with GRIDSPAN_CXX (Config::cxx).",
+        args[0], std::strerror(rc)));
+  }
+  ProcessResult result;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = read(fds[0], buffer, sizeof buffer);
+    if (n > 0)
+      result.output.append(buffer, static_cast<std::size_t>(n));
+    else if (n == 0 || errno != EINTR)
+      break;
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+bool make_dirs(const std::string& path, mode_t mode = 0755) {
+  std::string prefix;
+  std::size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    prefix = path.substr(0, pos);
+    if (prefix.empty()) continue;
+    if (mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST) return false;
+  }
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string unique_suffix() {
+  static std::atomic<unsigned> counter{0};
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return fmt::format(".{}.{}.{:x}.tmp", getpid(), counter++, rng() & 0xFFFFFFull);
+}
+
+// Writes `content` to `path` atomically (a private temporary, then rename), so concurrent
+// processes never see a half-written file.
+void write_file_atomically(const std::string& path, std::string_view content) {
+  const std::string tmp = path + unique_suffix();
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(content.data(), static_cast<std::streamsize>(content.size()));
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw CompileError(
+          fmt::format("cannot write {}: {}; set GRIDSPAN_CACHE_DIR to a writable folder", path,
+                      std::strerror(errno)));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw CompileError(
+        fmt::format("cannot write {}: {}; set GRIDSPAN_CACHE_DIR to a writable folder", path,
+                    std::strerror(errno)));
+  }
+}
+
+std::string resolve_cache_root(const std::string& configured) {
+  if (!configured.empty()) {
+    if (!make_dirs(configured)) {
+      throw CompileError(fmt::format(
+          "cannot create the kernel cache folder {}: {}; set GRIDSPAN_CACHE_DIR to a writable "
+          "folder",
+          configured, std::strerror(errno)));
+    }
+    return configured;
+  }
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    const std::string dir = std::string(home) + "/.cache/gridspan";
+    if (make_dirs(dir) && access(dir.c_str(), W_OK) == 0) return dir;
+  }
+  // A per-user private folder under $TMPDIR, refused if someone else owns it.
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string dir = fmt::format("{}/gridspan-cache-{}", tmp && *tmp ? tmp : "/tmp", getuid());
+  mkdir(dir.c_str(), 0700);
+  struct stat st;
+  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) {
+    throw CompileError(fmt::format(
+        "no usable kernel cache folder: HOME is not writable and {} is not a folder owned by "
+        "this user; set GRIDSPAN_CACHE_DIR to a writable folder",
+        dir));
+  }
+  return dir;
+}
+
+// The compiler's messages about the user's file and the generated wrapper (with their
+// context lines), in order; failing that, the start of the output.
+std::string user_messages(const std::string& output, const std::string& file,
+                          const std::string& wrapper_file) {
+  std::string kept;
+  int lines = 0;
+  bool keeping = false;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    const bool about = line.rfind(file + ":", 0) == 0 || line.rfind(wrapper_file + ":", 0) == 0;
+    const bool context = !line.empty() && (line[0] == ' ' || line[0] == '\t');
+    if (about)
+      keeping = true;
+    else if (!context)
+      keeping = false;
+    if (keeping && lines < 60) {
+      kept += line + "\n";
+      ++lines;
+    }
+  }
+  if (kept.empty()) {
+    std::istringstream all(output);
+    for (std::string line; std::getline(all, line) && lines < 40; ++lines) kept += line + "\n";
+  }
+  return kept;
+}
+
+// True when the first error the compiler reports is in the generated wrapper: the kernel's
+// signature does not take the parameters gridspan passes.
+bool wrapper_error_first(const std::string& output, const std::string& file,
+                         const std::string& wrapper_file) {
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(": error:") == std::string::npos) continue;
+    return line.rfind(wrapper_file + ":", 0) == 0 && line.rfind(file + ":", 0) != 0;
+  }
+  return false;
+}
+
+// ---- a loaded kernel -------------------------------------------------------------------
+
+class CpuKernel final : public CompiledKernel {
+ public:
+  CpuKernel(void* handle, GsCpuEntry entry) : handle_(handle), entry_(entry) {}
+  ~CpuKernel() override { dlclose(handle_); }
+  void run(const GsLaunch& launch) const override { entry_(&launch, runtime_); }
+
+ private:
+  void* handle_;
+  GsCpuEntry entry_;
+  const GsCpuRuntime* runtime_ = fiber_runtime();
+};
+
+// Loads a compiled kernel; null (with the reason in `error`) when the file is unusable.
+std::shared_ptr<CompiledKernel> load(const std::string& path, std::string& error) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* e = dlerror();
+    error = e ? e : "dlopen failed";
+    return nullptr;
+  }
+  auto entry = reinterpret_cast<GsCpuEntry>(dlsym(handle, GRIDSPAN_CPU_ENTRY_NAME));
+  if (!entry) {
+    error = fmt::format("{} has no {}", path, GRIDSPAN_CPU_ENTRY_NAME);
+    dlclose(handle);
+    return nullptr;
+  }
+  return std::make_shared<CpuKernel>(handle, entry);
+}
+
+// What every compile of one compiler command shares: its identity and the header folder.
+struct Toolchain {
+  std::vector<std::string> command;
+  std::string identity;  // `--version` output
+  std::string include_dir;
+  std::string headers_hash;
+};
+
+}  // namespace
+
+namespace detail {
+long compiler_invocations() {
+  return g_compiler_invocations.load();
+}
+}  // namespace detail
+
+bool uses_barrier(const std::string& source) {
+  for (const auto& id : identifiers(source))
+    if (id.text == "__syncthreads") return true;
+  return false;
+}
+
+std::string generate_wrapper(const KernelSource& k) {
+  const bool fibers = uses_barrier(k.source);
+  std::string s;
+  s +=
+      fmt::format("// Generated by gridspan for kernel `{}` (cpu backend); do not edit.\n", k.name);
+  s += "#include <gridspan/device/kernel.hpp>\n";
+  for (const auto& [name, value] : k.defines) {
+    const bool fits_int = value >= -2147483647LL && value <= 2147483647LL;
+    s += fmt::format("#define {} {}{}\n", name, value, fits_int ? "" : "LL");
+  }
+  s += fmt::format("#line 1 \"{}\"\n", file_name(k));
+  s += k.source;
+  if (s.back() != '\n') s += '\n';
+  s += fmt::format("#line 1 \"{}.gridspan-wrapper\"\n", k.name);
+  s += "namespace {\n";
+  s += "struct GsArgs {\n";
+  for (std::size_t i = 0; i < k.params.size(); ++i) {
+    const auto& p = k.params[i];
+    s += fmt::format("  {} p{};  // {}\n", p.is_array ? view_type(p) : dtype_cpp_name(p.dtype), i,
+                     p.name);
+  }
+  s += "  dim3 block;\n};\n";
+  s += "inline __attribute__((always_inline)) void gs_call(GsArgs& a) {\n";
+  s += fmt::format("  {}(a.block", k.name);
+  for (std::size_t i = 0; i < k.params.size(); ++i) s += fmt::format(", a.p{}", i);
+  s += ");\n}\n";
+  if (fibers) {
+    s += "void gs_fiber_body(void* arg, int32_t t) {\n"
+         "  threadIdx = ::gridspan::cpu_detail::thread_index(t);\n"
+         "  gs_call(*static_cast<GsArgs*>(arg));\n"
+         "}\n";
+  }
+  s += "}  // namespace\n";
+  s += "extern \"C\" __attribute__((visibility(\"default\"))) void " GRIDSPAN_CPU_ENTRY_NAME
+       "(const GsLaunch* gs_launch, const GsCpuRuntime* gs_runtime) {\n";
+  s += "  (void)gs_runtime;\n  GsArgs gs_a;\n";
+  for (std::size_t i = 0; i < k.params.size(); ++i) {
+    const auto& p = k.params[i];
+    if (p.is_array) {
+      s += fmt::format(
+          "  gs_a.p{0} = {1}::from_arg(gs_launch->arrays[{0}], {0}, gs_launch->check);\n", i,
+          view_type(p));
+    } else {
+      s += fmt::format("  gs_a.p{0} = *static_cast<const {1}*>(gs_launch->scalars[{0}]);\n", i,
+                       dtype_cpp_name(p.dtype));
+    }
+  }
+  s +=
+      "  const unsigned int gs_bx = gs_launch->block_dim[0], gs_by = gs_launch->block_dim[1],"
+      " gs_bz = gs_launch->block_dim[2];\n"
+      "  blockDim = dim3(gs_bx, gs_by, gs_bz);\n"
+      "  gridDim = dim3(gs_launch->grid_dim[0], gs_launch->grid_dim[1], gs_launch->grid_dim[2]);\n";
+  if (fibers) s += "  ::gridspan::cpu_detail::FiberScope gs_scope(gs_runtime);\n";
+  s += "  for (int64_t gs_z = gs_launch->block_lo[2]; gs_z < gs_launch->block_hi[2]; ++gs_z)\n"
+       "    for (int64_t gs_y = gs_launch->block_lo[1]; gs_y < gs_launch->block_hi[1]; ++gs_y)\n"
+       "      for (int64_t gs_x = gs_launch->block_lo[0]; gs_x < gs_launch->block_hi[0]; ++gs_x) "
+       "{\n"
+       "        gs_a.block = dim3(unsigned(gs_x), unsigned(gs_y), unsigned(gs_z));\n";
+  if (fibers) {
+    s += "        gs_runtime->run_fibers(int32_t(gs_bx * gs_by * gs_bz), gs_fiber_body, &gs_a);\n";
+  } else {
+    s += "        for (unsigned int gs_tz = 0; gs_tz < gs_bz; ++gs_tz) {\n"
+         "          threadIdx.z = gs_tz;\n"
+         "          for (unsigned int gs_ty = 0; gs_ty < gs_by; ++gs_ty) {\n"
+         "            threadIdx.y = gs_ty;\n"
+         "            for (unsigned int gs_tx = 0; gs_tx < gs_bx; ++gs_tx) {\n"
+         "              threadIdx.x = gs_tx;\n"
+         "              gs_call(gs_a);\n"
+         "            }\n"
+         "          }\n"
+         "        }\n";
+  }
+  s += "      }\n}\n";
+  return s;
+}
+
+CpuCompiler::CpuCompiler(CompilerOptions options) : options_(std::move(options)) {}
+
+CpuCompiler::~CpuCompiler() = default;
+
+const std::string& CpuCompiler::cache_dir() {
+  std::lock_guard lock(mutex_);
+  if (cache_dir_.empty()) {
+    cache_dir_ = resolve_cache_root(options_.cache_dir) + "/cpu";
+    if (!make_dirs(cache_dir_)) {
+      throw CompileError(
+          fmt::format("cannot create the kernel cache folder {}: {}; set "
+                      "GRIDSPAN_CACHE_DIR to a writable folder",
+                      cache_dir_, std::strerror(errno)));
+    }
+  }
+  return cache_dir_;
+}
+
+namespace {
+
+// The toolchain for `command` in `cache_dir`, set up once per process and command.
+const Toolchain& toolchain(const std::string& command_text, const std::string& cache_dir) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, std::string>, std::unique_ptr<Toolchain>> cache;
+  std::lock_guard lock(mutex);
+  auto& slot = cache[{command_text, cache_dir}];
+  if (slot) return *slot;
+  auto t = std::make_unique<Toolchain>();
+  t->command = split_words(command_text.empty() ? "c++" : command_text);
+  auto version_args = t->command;
+  version_args.push_back("--version");
+  const ProcessResult version = run_process(version_args);
+  if (version.exit_code != 0) {
+    throw CompileError(fmt::format(
+        "the C++ compiler `{}` does not work (`--version` exited with {}): {}Name a working "
+        "C++17 compiler with GRIDSPAN_CXX (Config::cxx).",
+        join(t->command), version.exit_code, version.output));
+  }
+  t->identity = version.output;
+  Hasher h;
+  for (const auto& [path, content] : gridspan::detail::embedded_files()) {
+    h.add(path);
+    h.add(content);
+  }
+  t->headers_hash = h.hex();
+  t->include_dir = cache_dir + "/include-" + t->headers_hash.substr(0, 16);
+  for (const auto& [path, content] : gridspan::detail::embedded_files()) {
+    const std::string target = t->include_dir + "/gridspan/device/" + std::string(path);
+    if (file_exists(target)) continue;
+    if (!make_dirs(target.substr(0, target.rfind('/')))) {
+      throw CompileError(
+          fmt::format("cannot create {}: {}; set GRIDSPAN_CACHE_DIR to a writable folder", target,
+                      std::strerror(errno)));
+    }
+    write_file_atomically(target, content);
+  }
+  slot = std::move(t);
+  return *slot;
+}
+
+}  // namespace
+
+std::shared_ptr<CompiledKernel> CpuCompiler::compile(const KernelSource& k) {
+  const std::string file = file_name(k);
+  reject_unsupported(k, file);
+  const std::string wrapper = generate_wrapper(k);
+  const std::string dir = cache_dir();
+  const Toolchain& tc = toolchain(options_.cxx, dir);
+
+  std::vector<std::string> flags = {
+      "-std=c++17",          "-O2", "-fPIC", "-shared", "-fno-math-errno",
+      "-fvisibility=hidden", "-w",  "-pipe"};
+  if (k.checked) flags.push_back("-DGRIDSPAN_CHECKED=1");
+  Hasher h;
+  h.add(wrapper);
+  h.add(join(flags));
+  h.add(join(tc.command));
+  h.add(tc.identity);
+  h.add(tc.headers_hash);
+  h.add(std::to_string(GRIDSPAN_ABI_VERSION));
+  const std::string key = h.hex();
+
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = loaded_.find(key); it != loaded_.end()) return it->second;
+  }
+
+  std::string stem = k.name.substr(0, 40);
+  for (char& c : stem)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+  const std::string base = dir + "/" + stem + "-" + key;
+  const std::string so_path = base + ".so";
+  std::string error;
+  std::shared_ptr<CompiledKernel> kernel;
+  if (file_exists(so_path)) {
+    kernel = load(so_path, error);
+    if (!kernel) log::warn("cached kernel {} is unusable ({}); recompiling", so_path, error);
+  }
+  if (!kernel) {
+    const std::string source_path = base + ".cpp";
+    write_file_atomically(source_path, wrapper);
+    const std::string tmp_so = base + unique_suffix() + ".so";
+    std::vector<std::string> args = tc.command;
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"-I", tc.include_dir, source_path, "-o", tmp_so});
+    log::debug("compiling kernel `{}`: {}", k.name, join(args));
+    ++g_compiler_invocations;
+    const ProcessResult result = run_process(args);
+    if (result.exit_code != 0) {
+      std::remove(tmp_so.c_str());
+      const std::string wrapper_file = k.name + ".gridspan-wrapper";
+      const std::string messages = user_messages(result.output, file, wrapper_file);
+      std::string advice;
+      if (wrapper_error_first(result.output, file, wrapper_file)) {
+        std::string passed;
+        for (const auto& p : k.params) {
+          passed += (passed.empty() ? "" : ", ") +
+                    (p.is_array ? view_type(p).substr(2) : dtype_cpp_name(p.dtype)) + " " + p.name;
+        }
+        advice = fmt::format(
+            "The kernel's signature does not take what gridspan passes: `{}(dim3 blockIdx{}{})`. "
+            "Make the function's parameters match (views by value).",
+            k.name, passed.empty() ? "" : ", ", passed);
+      } else {
+        advice = fmt::format("Fix the kernel source at the lines above (numbered as in {}).", file);
+      }
+      throw CompileError(fmt::format(
+          "kernel `{}` does not compile for the cpu backend:\n{}{} Compiler: `{}`; generated "
+          "wrapper: {}",
+          k.name, messages, advice, join(tc.command), source_path));
+    }
+    if (std::rename(tmp_so.c_str(), so_path.c_str()) != 0) {
+      std::remove(tmp_so.c_str());
+      throw CompileError(
+          fmt::format("cannot write {}: {}; set GRIDSPAN_CACHE_DIR to a writable folder", so_path,
+                      std::strerror(errno)));
+    }
+    kernel = load(so_path, error);
+    if (!kernel) {
+      throw CompileError(
+          fmt::format("kernel `{}` compiled but cannot be loaded: {}", k.name, error));
+    }
+  }
+  std::lock_guard lock(mutex_);
+  auto [it, inserted] = loaded_.emplace(key, kernel);
+  return it->second;
+}
+
+}  // namespace gridspan::backend::cpu

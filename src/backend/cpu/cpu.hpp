@@ -1,0 +1,101 @@
+// The cpu backend's internals: virtual devices with a thread pool each, the host-compiler
+// JIT for wrapper kernels, and the fiber runner that gives kernels __syncthreads. Only
+// src/backend/ and the backend tests include this; everything else uses device.hpp.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gridspan/backend/device.hpp"
+#include "gridspan/device/abi.h"
+
+namespace gridspan::backend::cpu {
+
+/// One virtual device: host memory under a budget (enforced by the memory manager above)
+/// and its own pool of executor threads.
+class CpuDevice final : public Device {
+ public:
+  CpuDevice(int index, std::size_t capacity, int threads);
+  ~CpuDevice() override;  // runs what was submitted, then joins the threads
+
+  int index() const override { return index_; }
+  std::string name() const override;
+  std::size_t memory_capacity() const override { return capacity_; }
+  bool unified() const override { return true; }
+  void* allocate(std::size_t bytes) override;
+  void deallocate(void* p, std::size_t bytes) override;
+  void* allocate_host(std::size_t bytes) override;
+  void deallocate_host(void* p, std::size_t bytes) override;
+  void copy_to_host(void* host, const void* device, std::size_t bytes) override;
+  void copy_from_host(void* device, const void* host, std::size_t bytes) override;
+  void submit(std::function<void()> work, std::function<void(std::exception_ptr)> done) override;
+
+  int threads() const { return static_cast<int>(threads_.size()); }
+
+ private:
+  struct Task {
+    std::function<void()> work;
+    std::function<void(std::exception_ptr)> done;
+  };
+  void executor_loop();
+
+  int index_;
+  std::size_t capacity_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+/// Where compiled kernels and the device headers they include are kept.
+struct CompilerOptions {
+  std::string cxx;        // compiler command (may hold words: "ccache g++"); empty = c++
+  std::string cache_dir;  // empty = ~/.cache/gridspan, else a private folder under $TMPDIR
+};
+
+/// Compiles wrapper kernels with the host compiler into shared libraries, with a disk cache
+/// (safe across processes) and an in-memory cache in front of it.
+class CpuCompiler {
+ public:
+  explicit CpuCompiler(CompilerOptions options);
+  ~CpuCompiler();
+  std::shared_ptr<CompiledKernel> compile(const KernelSource& kernel);
+  /// The folder holding compiled kernels (created on first use).
+  const std::string& cache_dir();
+
+ private:
+  CompilerOptions options_;
+  std::mutex mutex_;
+  std::string cache_dir_;
+  std::map<std::string, std::shared_ptr<CompiledKernel>> loaded_;
+};
+
+/// The wrapper translation unit for `kernel` (exposed for tests and for debugging).
+std::string generate_wrapper(const KernelSource& kernel);
+/// True when `source` calls __syncthreads (outside comments and literals).
+bool uses_barrier(const std::string& source);
+
+/// The library's fiber services for generated code (run_fibers, barrier).
+const GsCpuRuntime* fiber_runtime();
+
+/// Runs body(arg, t) for t in [0, count) as fibers on the calling thread (see abi.h).
+void run_fibers(int32_t count, void (*body)(void* arg, int32_t thread), void* arg);
+/// __syncthreads inside run_fibers; a no-op outside it.
+void fiber_barrier();
+
+namespace detail {
+/// How many times this process has started the compiler for a kernel (not for
+/// `--version`): tests use it to see cache hits.
+long compiler_invocations();
+}  // namespace detail
+
+}  // namespace gridspan::backend::cpu

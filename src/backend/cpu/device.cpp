@@ -1,0 +1,112 @@
+// A virtual cpu device: 64-byte aligned host memory (the memory manager above enforces the
+// budget) and a pool of executor threads that run submitted work in order of submission.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "backend/cpu/cpu.hpp"
+#include "gridspan/core/error.hpp"
+#include "gridspan/core/log.hpp"
+
+namespace gridspan::backend::cpu {
+namespace {
+
+constexpr std::size_t kAlignment = 64;
+
+void* aligned_bytes(std::size_t bytes, const std::string& space, std::size_t capacity) {
+  const std::size_t rounded =
+      (std::max<std::size_t>(bytes, 1) + kAlignment - 1) & ~(kAlignment - 1);
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (!p) {
+    throw OutOfMemoryError(space, bytes, 0, capacity,
+                           "the host has no memory left; lower GRIDSPAN_DEVICE_MEMORY or "
+                           "GRIDSPAN_HOST_MEMORY so that gridspan spills earlier");
+  }
+  return p;
+}
+
+}  // namespace
+
+CpuDevice::CpuDevice(int index, std::size_t capacity, int threads)
+    : index_(index), capacity_(capacity) {
+  threads_.reserve(static_cast<std::size_t>(threads));
+  for (int t = 0; t < threads; ++t) threads_.emplace_back([this] { executor_loop(); });
+}
+
+CpuDevice::~CpuDevice() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  ready_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+std::string CpuDevice::name() const {
+  return fmt::format("cpu:{}", index_);
+}
+
+void* CpuDevice::allocate(std::size_t bytes) {
+  return aligned_bytes(bytes, name(), capacity_);
+}
+
+void CpuDevice::deallocate(void* p, std::size_t) {
+  std::free(p);
+}
+
+void* CpuDevice::allocate_host(std::size_t bytes) {
+  return aligned_bytes(bytes, "host", 0);
+}
+
+void CpuDevice::deallocate_host(void* p, std::size_t) {
+  std::free(p);
+}
+
+void CpuDevice::copy_to_host(void* host, const void* device, std::size_t bytes) {
+  if (bytes) std::memcpy(host, device, bytes);
+}
+
+void CpuDevice::copy_from_host(void* device, const void* host, std::size_t bytes) {
+  if (bytes) std::memcpy(device, host, bytes);
+}
+
+void CpuDevice::submit(std::function<void()> work, std::function<void(std::exception_ptr)> done) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(Task{std::move(work), std::move(done)});
+  }
+  ready_.notify_one();
+}
+
+void CpuDevice::executor_loop() {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock lock(mutex_);
+      ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything submitted has run
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::exception_ptr error;
+    try {
+      if (task.work) task.work();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (task.done) {
+      try {
+        task.done(error);
+      } catch (const std::exception& e) {
+        log::write(LogLevel::error,
+                   fmt::format("{}: a completion callback threw: {}", name(), e.what()));
+      } catch (...) {
+        log::write(LogLevel::error, fmt::format("{}: a completion callback threw", name()));
+      }
+    }
+  }
+}
+
+}  // namespace gridspan::backend::cpu

@@ -1,0 +1,227 @@
+// Driver: array metadata, planning under one lock, submission to the in-process worker.
+#include "gridspan/runtime/driver.hpp"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "gridspan/core/error.hpp"
+#include "gridspan/core/log.hpp"
+
+namespace gridspan::runtime {
+
+Driver::Driver(const Config& config) : config_(config) {
+  log::set_level(config_.log_level);
+  backend_ = backend::make_cpu_backend(config_);
+  auto devices = backend_->devices();
+  MemoryLimits limits;
+  limits.device_bytes = config_.device_memory;
+  limits.host_bytes = config_.host_memory;
+  limits.spill_dir = config_.spill_dir;
+  memory_ = std::make_unique<MemoryManager>(devices, limits);
+  worker_ = std::make_unique<Worker>(devices, *memory_, config_.staging_bytes);
+  planner_ = std::make_unique<plan::Planner>(
+      static_cast<int>(devices.size()), [this](plan::TaskId t) { return worker_->is_done(t); });
+  log::info("gridspan: {} backend with {} devices", backend_->name(), devices.size());
+}
+
+Driver::~Driver() {
+  try {
+    worker_->wait_all();
+  } catch (const std::exception& e) {
+    log::warn("an error was not reported before the context ended: {}", e.what());
+  }
+  worker_.reset();
+  memory_.reset();
+}
+
+int Driver::device_count() const {
+  return static_cast<int>(backend_->devices().size());
+}
+
+plan::TaskId Driver::submit(plan::Plan plan) {
+  if (keep_plans_) last_dot_ = plan.to_dot();
+  plan::TaskId done = plan.done;
+  worker_->submit(std::move(plan.tasks));
+  return done;
+}
+
+std::shared_ptr<plan::ArrayMeta> Driver::create_array(DType dtype, const Dim& shape,
+                                                      const DataDistribution& dist,
+                                                      const void* fill) {
+  auto meta = std::make_shared<plan::ArrayMeta>();
+  meta->dtype = dtype;
+  meta->elem_size = dtype_size(dtype);
+  meta->shape = shape;
+  for (const ChunkSpec& c : dist.chunks(shape, device_count()))
+    meta->chunks.push_back(plan::ChunkMeta{0, c.region, c.owned, c.device});
+  std::lock_guard<std::mutex> lock(mutex_);
+  meta->id = ++next_array_;
+  planner_->assign_chunk_ids(*meta);
+  submit(planner_->create_array(*meta, static_cast<const unsigned char*>(fill)));
+  return meta;
+}
+
+void Driver::release_array(const plan::ArrayMeta& meta) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    submit(planner_->delete_array(meta));
+  } catch (const std::exception& e) {
+    log::warn("could not release {}: {}", meta.describe(), e.what());
+  }
+}
+
+plan::TaskId Driver::write_array(const plan::ArrayMeta& meta, std::vector<unsigned char> data) {
+  auto shared = std::make_shared<const std::vector<unsigned char>>(std::move(data));
+  std::lock_guard<std::mutex> lock(mutex_);
+  return submit(planner_->write_array(meta, shared));
+}
+
+void Driver::read_array(const plan::ArrayMeta& meta, void* dst) {
+  plan::TaskId done;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done = submit(planner_->read_array(meta, dst));
+  }
+  worker_->wait(done);
+}
+
+plan::TaskId Driver::launch(const plan::LaunchSpec& spec) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return submit(planner_->launch(spec));
+}
+
+void Driver::wait(plan::TaskId task) {
+  worker_->wait(task);
+}
+bool Driver::is_done(plan::TaskId task) const {
+  return worker_->is_done(task);
+}
+void Driver::synchronize() {
+  worker_->wait_all();
+}
+std::vector<SpaceStats> Driver::memory_stats() const {
+  return memory_->stats();
+}
+WorkerStats Driver::worker_stats() const {
+  return worker_->stats();
+}
+
+std::string Driver::last_plan_dot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return last_dot_;
+}
+
+// --- kernels ----------------------------------------------------------------------------
+
+KernelExecutable::KernelExecutable(std::string name, std::vector<annotation::ParamInfo> params,
+                                   std::shared_ptr<backend::CompiledKernel> kernel, bool checked)
+    : name_(std::move(name)),
+      params_(std::move(params)),
+      kernel_(std::move(kernel)),
+      checked_(checked) {}
+
+void KernelExecutable::run(const plan::ExecFrame& frame) const {
+  const plan::Execute& ex = frame.exec;
+  std::size_t n = params_.size();
+  GsArrayArg arrays_small[16];
+  const void* scalars_small[16];
+  std::vector<GsArrayArg> arrays_heap;
+  std::vector<const void*> scalars_heap;
+  GsArrayArg* arrays = arrays_small;
+  const void** scalars = scalars_small;
+  if (n > 16) {
+    arrays_heap.resize(n);
+    scalars_heap.resize(n);
+    arrays = arrays_heap.data();
+    scalars = scalars_heap.data();
+  }
+  for (std::size_t p = 0; p < n; ++p) {
+    GsArrayArg& a = arrays[p];
+    std::memset(&a, 0, sizeof a);
+    scalars[p] = nullptr;
+    if (!params_[p].is_array) {
+      scalars[p] = ex.scalars->data() + ex.scalar_offsets[p];
+      continue;
+    }
+    const plan::ExecArg& arg = ex.arrays[p];
+    a.data = frame.data[p];
+    a.rank = params_[p].rank;
+    a.mode = static_cast<int32_t>(arg.mode);
+    a.op = static_cast<int32_t>(arg.op);
+    a.elem_size = static_cast<int32_t>(dtype_size(params_[p].dtype));
+    for (int ax = 0; ax < 3; ++ax) {
+      a.lo[ax] = arg.chunk.rect.lo[ax];
+      a.extent[ax] = arg.chunk.rect.hi[ax] - arg.chunk.rect.lo[ax];
+      a.region_lo[ax] = arg.region.lo[ax];
+      a.region_hi[ax] = arg.region.hi[ax];
+    }
+    if (!a.data) {  // untouched in this superblock: an empty view
+      for (int ax = 0; ax < 3; ++ax) a.extent[ax] = 0, a.region_hi[ax] = a.region_lo[ax];
+    }
+  }
+  GsLaunch launch;
+  std::memset(&launch, 0, sizeof launch);
+  for (int ax = 0; ax < 3; ++ax) {
+    launch.block_lo[ax] = ex.blocks.lo[ax];
+    launch.block_hi[ax] = ex.blocks.hi[ax];
+    launch.block_dim[ax] = static_cast<uint32_t>(ex.block.get(ax));
+    launch.grid_dim[ax] = static_cast<uint32_t>(ex.grid.get(ax));
+  }
+  launch.num_params = static_cast<int32_t>(n);
+  launch.arrays = arrays;
+  launch.scalars = scalars;
+  GsCheckState check{};
+  if (!checked_) {
+    kernel_->run(launch);
+    return;
+  }
+  launch.check = &check;
+  // Read-only arrays are compared before and after, so a write through a `read` rule shows.
+  std::vector<std::vector<unsigned char>> before(n);
+  auto region_bytes = [&](std::size_t p, std::vector<unsigned char>& out) {
+    const plan::ExecArg& arg = ex.arrays[p];
+    std::size_t elem = dtype_size(params_[p].dtype);
+    out.resize(static_cast<std::size_t>(arg.region.volume()) * elem);
+    copy_region(out.data(), arg.region, frame.data[p], arg.chunk.rect, arg.region, elem);
+  };
+  for (std::size_t p = 0; p < n; ++p)
+    if (params_[p].is_array && frame.data[p] && ex.arrays[p].mode == annotation::Mode::read)
+      region_bytes(p, before[p]);
+  kernel_->run(launch);
+  auto where = [&](std::size_t p, const Point& idx) {
+    std::string s;
+    for (int ax = 0; ax < params_[p].rank; ++ax) s += fmt::format("{}{}", ax ? ", " : "", idx[ax]);
+    return s;
+  };
+  if (check.violated) {
+    std::size_t p = static_cast<std::size_t>(check.param);
+    Point idx{check.index[0], check.index[1], check.index[2]};
+    throw AccessError(fmt::format(
+        "kernel `{}` accessed `{}[{}]` outside its declared access region {} ({}) in the "
+        "superblock of blocks {}; fix the annotation or guard the access in the kernel",
+        name_, params_[p].name, where(p, idx), ex.arrays[p].region.str(),
+        annotation::mode_name(ex.arrays[p].mode), ex.blocks.str()));
+  }
+  for (std::size_t p = 0; p < n; ++p) {
+    if (before[p].empty()) continue;
+    std::vector<unsigned char> after;
+    region_bytes(p, after);
+    if (after == before[p]) continue;
+    std::size_t elem = dtype_size(params_[p].dtype);
+    std::size_t k = 0;
+    while (std::memcmp(&after[k * elem], &before[p][k * elem], elem) == 0) ++k;
+    const Rect& r = ex.arrays[p].region;
+    Point idx = r.lo;
+    for (int ax = r.rank - 1, rest = static_cast<int>(k); ax >= 0; --ax) {
+      idx[ax] = r.lo[ax] + rest % r.extent(ax);
+      rest /= static_cast<int>(r.extent(ax));
+    }
+    throw AccessError(fmt::format(
+        "kernel `{}` wrote `{}[{}]`, but the annotation declares `{}` read-only (read {}) in "
+        "the superblock of blocks {}; declare it `write` or `readwrite`, or do not write it",
+        name_, params_[p].name, where(p, idx), params_[p].name, r.str(), ex.blocks.str()));
+  }
+}
+
+}  // namespace gridspan::runtime

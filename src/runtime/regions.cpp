@@ -1,0 +1,165 @@
+// Box copies, fills and reductions over row-major chunk memory (host-addressable).
+#include <algorithm>
+#include <cstring>
+
+#include "gridspan/core/error.hpp"
+#include "gridspan/core/half.hpp"
+#include "gridspan/runtime/worker.hpp"
+
+namespace gridspan::runtime {
+
+namespace {
+
+// Calls f(dst_offset, src_offset, run_elems) for every contiguous run of `region`.
+template <class F>
+void for_runs(const Rect& dst_rect, const Rect& src_rect, const Rect& region, F&& f) {
+  if (region.empty()) return;
+  int rank = region.rank;
+  if (rank == 0) {
+    f(int64_t(0), int64_t(0), int64_t(1));
+    return;
+  }
+  int last = rank - 1;
+  int64_t run = region.extent(last);
+  Point p = region.lo;
+  while (true) {
+    f(dst_rect.offset_of(p), src_rect.offset_of(p), run);
+    int a = last - 1;
+    for (; a >= 0; --a) {
+      if (++p[a] < region.hi[a]) break;
+      p[a] = region.lo[a];
+    }
+    if (a < 0) return;
+  }
+}
+
+template <class T, class Op>
+void combine_typed(T* dst, const Rect& dr, const T* src, const Rect& sr, const Rect& region,
+                   Op op) {
+  for_runs(dr, sr, region, [&](int64_t d, int64_t s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) dst[d + i] = op(dst[d + i], src[s + i]);
+  });
+}
+
+template <class T>
+void combine_op(T* dst, const Rect& dr, const T* src, const Rect& sr, const Rect& region,
+                annotation::ReduceOp op) {
+  using annotation::ReduceOp;
+  switch (op) {
+    case ReduceOp::add:
+      return combine_typed(dst, dr, src, sr, region, [](T a, T b) { return T(a + b); });
+    case ReduceOp::mul:
+      return combine_typed(dst, dr, src, sr, region, [](T a, T b) { return T(a * b); });
+    case ReduceOp::min:
+      return combine_typed(dst, dr, src, sr, region, [](T a, T b) { return b < a ? b : a; });
+    case ReduceOp::max:
+      return combine_typed(dst, dr, src, sr, region, [](T a, T b) { return a < b ? b : a; });
+    case ReduceOp::bit_and:
+      if constexpr (std::is_integral_v<T>)
+        return combine_typed(dst, dr, src, sr, region, [](T a, T b) { return T(a & b); });
+      break;
+    case ReduceOp::bit_or:
+      if constexpr (std::is_integral_v<T>)
+        return combine_typed(dst, dr, src, sr, region, [](T a, T b) { return T(a | b); });
+      break;
+  }
+  throw Error("internal error: bitwise reduction on a floating-point array");
+}
+
+template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
+void combine_16(uint16_t* dst, const Rect& dr, const uint16_t* src, const Rect& sr,
+                const Rect& region, annotation::ReduceOp op) {
+  using annotation::ReduceOp;
+  for_runs(dr, sr, region, [&](int64_t d, int64_t s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      float a = ToF(dst[d + i]), b = ToF(src[s + i]), r = a;
+      switch (op) {
+        case ReduceOp::add:
+          r = a + b;
+          break;
+        case ReduceOp::mul:
+          r = a * b;
+          break;
+        case ReduceOp::min:
+          r = b < a ? b : a;
+          break;
+        case ReduceOp::max:
+          r = a < b ? b : a;
+          break;
+        default:
+          throw Error("internal error: bitwise reduction on a floating-point array");
+      }
+      dst[d + i] = FromF(r);
+    }
+  });
+}
+
+}  // namespace
+
+void copy_region(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+                 const Rect& region, std::size_t elem_size) {
+  auto* d = static_cast<unsigned char*>(dst);
+  auto* s = static_cast<const unsigned char*>(src);
+  for_runs(dst_rect, src_rect, region, [&](int64_t doff, int64_t soff, int64_t n) {
+    std::memcpy(d + doff * elem_size, s + soff * elem_size, n * elem_size);
+  });
+}
+
+void fill_region(void* dst, const Rect& dst_rect, const Rect& region, const void* value,
+                 std::size_t elem_size) {
+  auto* d = static_cast<unsigned char*>(dst);
+  for_runs(dst_rect, dst_rect, region, [&](int64_t off, int64_t, int64_t n) {
+    unsigned char* p = d + off * elem_size;
+    bool zero = true;
+    for (std::size_t b = 0; b < elem_size; ++b)
+      zero = zero && !static_cast<const unsigned char*>(value)[b];
+    if (zero) {
+      std::memset(p, 0, n * elem_size);
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) std::memcpy(p + i * elem_size, value, elem_size);
+  });
+}
+
+void combine_region(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+                    annotation::ReduceOp op, DType dtype) {
+  Rect region = dst_rect.intersect(src_rect);
+#define GS_COMBINE(T)                                                                             \
+  return combine_op(static_cast<T*>(dst), dst_rect, static_cast<const T*>(src), src_rect, region, \
+                    op)
+  switch (dtype) {
+    case DType::i8:
+      GS_COMBINE(int8_t);
+    case DType::i16:
+      GS_COMBINE(int16_t);
+    case DType::i32:
+      GS_COMBINE(int32_t);
+    case DType::i64:
+      GS_COMBINE(int64_t);
+    case DType::u8:
+      GS_COMBINE(uint8_t);
+    case DType::boolean:
+      GS_COMBINE(uint8_t);
+    case DType::u16:
+      GS_COMBINE(uint16_t);
+    case DType::u32:
+      GS_COMBINE(uint32_t);
+    case DType::u64:
+      GS_COMBINE(uint64_t);
+    case DType::f32:
+      GS_COMBINE(float);
+    case DType::f64:
+      GS_COMBINE(double);
+    case DType::f16:
+      return combine_16<half_to_float, float_to_half>(static_cast<uint16_t*>(dst), dst_rect,
+                                                      static_cast<const uint16_t*>(src), src_rect,
+                                                      region, op);
+    case DType::bf16:
+      return combine_16<bf16_to_float, float_to_bf16>(static_cast<uint16_t*>(dst), dst_rect,
+                                                      static_cast<const uint16_t*>(src), src_rect,
+                                                      region, op);
+  }
+#undef GS_COMBINE
+}
+
+}  // namespace gridspan::runtime

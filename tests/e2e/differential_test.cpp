@@ -1,0 +1,306 @@
+// The differential test: random programs (random sequences of launches from a fixed library
+// of kernels, random shapes, data and work distributions, superblock sizes, device counts
+// and device/host memory limits that force spilling to host and disk) run by gridspan and
+// by a plain sequential reference, compared element for element after every read.
+// GRIDSPAN_FUZZ_PROGRAMS=N runs N programs (default 200); each prints its seed on failure.
+#include <cstdlib>
+#include <map>
+#include <random>
+
+#include "e2e/support.hpp"
+
+namespace gridspan::test {
+namespace {
+
+// Integer kernels only, so results are exact whatever the order of combination.
+const char* kLibrary = R"(
+__device__ void mix(dim3 blockIdx, int n, int c, gridspan::Vector<int> out,
+                    const gridspan::Vector<int> a, const gridspan::Vector<int> b) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = (a[i] * 3 + b[i] + c) % 10007;
+}
+__device__ void smooth(dim3 blockIdx, int n, gridspan::Vector<int> out, const gridspan::Vector<int> in) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  if (i == 0 || i == n - 1) out[i] = in[i];
+  else out[i] = (in[i - 1] + 2 * in[i] + in[i + 1]) % 10007;
+}
+__device__ void reverse(dim3 blockIdx, int n, gridspan::Vector<int> out, const gridspan::Vector<int> in) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[n - 1 - i];
+}
+__device__ void bump(dim3 blockIdx, int n, int by, gridspan::Vector<int> a) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) a[i] = (a[i] + by) % 10007;
+}
+__device__ void evens(dim3 blockIdx, int half, gridspan::Vector<int> out, const gridspan::Vector<int> in) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < half) out[2 * i] = in[2 * i] + 1;
+}
+__device__ void vmax(dim3 blockIdx, int n, const gridspan::Vector<int> a, gridspan::Scalar<int> m) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) m.reduce(a[i]);
+}
+__device__ void hist(dim3 blockIdx, int n, const gridspan::Vector<int> a, gridspan::Vector<int> h) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) atomicAdd(&h[a[i] % 16], 1);
+}
+__device__ void transpose(dim3 blockIdx, int rows, int cols, gridspan::Matrix<int> out,
+                          const gridspan::Matrix<int> in) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int j = blockIdx.y * blockDim.y + threadIdx.y;
+  if (i < rows && j < cols) out(i, j) = in(j, i);
+}
+__device__ void blur(dim3 blockIdx, int rows, int cols, gridspan::Matrix<int> out,
+                     const gridspan::Matrix<int> in) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int j = blockIdx.y * blockDim.y + threadIdx.y;
+  if (i >= rows || j >= cols) return;
+  int s = in(i, j) * 4;
+  if (i > 0) s += in(i - 1, j);
+  if (i < rows - 1) s += in(i + 1, j);
+  if (j > 0) s += in(i, j - 1);
+  if (j < cols - 1) s += in(i, j + 1);
+  out(i, j) = s % 10007;
+}
+__device__ void rowsum(dim3 blockIdx, int rows, int cols, const gridspan::Matrix<int> m,
+                       gridspan::Vector<int> sum) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int j = blockIdx.y * blockDim.y + threadIdx.y;
+  if (i < rows && j < cols) sum.reduce(i, m(i, j));
+}
+)";
+
+const char* kAnnotations[][2] = {
+    {"mix", "global i => write out[i], read a[i], read b[i]"},
+    {"smooth", "global i => write out[i], read in[i-1:i+1]"},
+    {"reverse", "global i => write out[i], read in[n-1-i]"},
+    {"bump", "global i => readwrite a[i]"},
+    {"evens", "global i => write out[2*i], read in[2*i]"},
+    {"vmax", "global i => read a[i], reduce(max) m"},
+    {"hist", "global i => read a[i], atomic(+) h[:]"},
+    {"transpose", "global [i, j] => write out[i, j], read in[j, i]"},
+    {"blur", "global [i, j] => write out[i, j], read in[i-1:i+1, j-1:j+1]"},
+    {"rowsum", "global [i, j] => read m[i, j], reduce(+) sum[i]"},
+};
+
+using Data = std::vector<int>;
+
+struct Program {
+  std::mt19937_64 g;
+  int devices;
+  int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(g); }
+
+  gs::DataDistribution dist(const gs::Dim& shape) {
+    int rank = shape.rank();
+    switch (pick(0, rank == 2 ? 6 : 5)) {
+      case 0:
+        return gs::dist::rows(pick(1, std::max<int>(1, shape[0])));
+      case 1: {
+        gs::Dim t = shape;
+        for (int a = 0; a < rank; ++a) t[a] = pick(1, std::max<int>(1, shape[a]));
+        return gs::dist::tiles(t);
+      }
+      case 2: {
+        gs::Dim t = shape, h = shape;
+        for (int a = 0; a < rank; ++a)
+          t[a] = pick(1, std::max<int>(1, shape[a])), h[a] = pick(0, 2);
+        return gs::dist::stencil(t, h);
+      }
+      case 3:
+        return gs::dist::replicated();
+      case 4:
+        return gs::dist::centralized(pick(0, devices - 1));
+      case 5: {  // random overlapping cover: tiles widened at random
+        int seed = pick(0, 1 << 30);
+        return gs::dist::custom("random", [seed](const gs::Dim& s, int devs) {
+          std::mt19937 r(seed);
+          std::vector<gs::ChunkSpec> out;
+          gs::Dim t = s;
+          for (int a = 0; a < s.rank(); ++a) t[a] = 1 + r() % std::max<int64_t>(1, s[a]);
+          for (auto& c : gs::dist::tiles(t).chunks(s, devs)) {
+            gs::Rect reg = c.region;
+            for (int a = 0; a < s.rank(); ++a) {
+              reg.lo[a] = std::max<int64_t>(0, reg.lo[a] - int64_t(r() % 3));
+              reg.hi[a] = std::min<int64_t>(s[a], reg.hi[a] + int64_t(r() % 3));
+            }
+            out.push_back({reg, {}, int(r() % devs)});
+          }
+          return out;
+        });
+      }
+      default:
+        return gs::dist::columns(pick(1, std::max<int>(1, shape[1])));
+    }
+  }
+
+  gs::WorkDistribution work(const gs::Dim& threads, const gs::Dim& block) {
+    gs::Dim per = threads;
+    for (int a = 0; a < threads.rank(); ++a) {
+      int64_t blocks = (threads[a] + block[a] - 1) / block[a];
+      per[a] = block[a] * pick(1, std::max<int>(1, int(blocks)));
+    }
+    return gs::work::tiles(per);
+  }
+  gs::Dim block(const gs::Dim& threads) {
+    gs::Dim b = threads;
+    for (int a = 0; a < threads.rank(); ++a) b[a] = pick(1, threads.rank() == 1 ? 64 : 8);
+    return b;
+  }
+};
+
+struct Var {
+  gs::Array<int> array;
+  Data ref;
+  gs::Dim shape;
+};
+
+void run_program(uint64_t seed, std::map<std::string, gs::Kernel>* kernels_out = nullptr) {
+  Program p{std::mt19937_64(seed), 0};
+  p.devices = p.pick(1, 3);
+  std::size_t device_mem = std::size_t(p.pick(48, 160)) << 10;
+  std::size_t host_mem = std::size_t(p.pick(16, 96)) << 10;
+  gs::Context ctx(config(p.devices, device_mem, host_mem));
+  std::map<std::string, gs::Kernel> k;
+  for (auto& [name, ann] : kAnnotations)
+    k[name] = ctx.compile(gs::KernelDef::from_source(kLibrary, name).annotate(ann));
+  (void)kernels_out;
+
+  int n = p.pick(1, 3000), rows = p.pick(1, 40), cols = p.pick(1, 40);
+  auto make = [&](gs::Dim shape) {
+    Data d(shape.volume());
+    for (auto& x : d) x = p.pick(1, 10006);
+    Var v{ctx.from_vector<int>(d, shape, p.dist(shape)), d, shape};
+    return v;
+  };
+  std::vector<Var> vec, mat;
+  for (int i = 0; i < 3; ++i) vec.push_back(make({n}));
+  for (int i = 0; i < 2; ++i) mat.push_back(make({rows, cols}));
+  auto scalar = Var{ctx.scalar<int>(-1), {-1}, {}};
+  auto h = Var{ctx.full<int>({16}, -3, p.dist({16})), Data(16, -3), {16}};
+  auto sums = Var{ctx.full<int>({rows}, -5, p.dist({rows})), Data(rows, -5), {rows}};
+
+  auto check = [&](const Var& v, const char* what) {
+    ASSERT_EQ(v.array.to_vector(), v.ref) << what << " (program seed " << seed << ")";
+  };
+  int steps = p.pick(3, 10);
+  for (int s = 0; s < steps; ++s) {
+    int op = p.pick(0, 11);
+    int x = p.pick(0, 2), y = p.pick(0, 2), z = p.pick(0, 2);
+    while (y == x) y = p.pick(0, 2);
+    gs::Dim t1{n}, b1 = p.block(t1), t2{rows, cols}, b2 = p.block(t2);
+    switch (op) {
+      case 0: {  // out = mix(a, b); out distinct from inputs
+        int c = p.pick(0, 100);
+        Var &out = vec[x], &a = vec[y], &b = vec[3 - x - y];
+        k["mix"].launch(t1, b1, p.work(t1, b1), n, c, out.array, a.array, b.array);
+        for (int i = 0; i < n; ++i) out.ref[i] = (a.ref[i] * 3 + b.ref[i] + c) % 10007;
+        break;
+      }
+      case 1: {
+        Var &out = vec[x], &in = vec[y];
+        k["smooth"].launch(t1, b1, p.work(t1, b1), n, out.array, in.array);
+        for (int i = 0; i < n; ++i)
+          out.ref[i] = (i == 0 || i == n - 1)
+                           ? in.ref[i]
+                           : (in.ref[i - 1] + 2 * in.ref[i] + in.ref[i + 1]) % 10007;
+        break;
+      }
+      case 2: {
+        Var &out = vec[x], &in = vec[y];
+        k["reverse"].launch(t1, b1, p.work(t1, b1), n, out.array, in.array);
+        for (int i = 0; i < n; ++i) out.ref[i] = in.ref[n - 1 - i];
+        break;
+      }
+      case 3: {
+        int by = p.pick(1, 50);
+        k["bump"].launch(t1, b1, p.work(t1, b1), n, by, vec[z].array);
+        for (auto& e : vec[z].ref) e = (e + by) % 10007;
+        break;
+      }
+      case 4: {
+        int half = (n + 1) / 2;
+        gs::Dim th{half}, bh = p.block(th);
+        Var &out = vec[x], &in = vec[y];
+        k["evens"].launch(th, bh, p.work(th, bh), half, out.array, in.array);
+        for (int i = 0; i < half; ++i) out.ref[2 * i] = in.ref[2 * i] + 1;
+        break;
+      }
+      case 5: {
+        k["vmax"].launch(t1, b1, p.work(t1, b1), n, vec[z].array, scalar.array);
+        scalar.ref[0] = *std::max_element(vec[z].ref.begin(), vec[z].ref.end());
+        break;
+      }
+      case 6: {
+        k["hist"].launch(t1, b1, p.work(t1, b1), n, vec[z].array, h.array);
+        std::fill(h.ref.begin(), h.ref.end(), 0);
+        for (int e : vec[z].ref) ++h.ref[e % 16];
+        break;
+      }
+      case 7: {
+        if (rows != cols) break;  // transpose needs a square matrix here
+        Var &out = mat[0], &in = mat[1];
+        k["transpose"].launch(t2, b2, p.work(t2, b2), rows, cols, out.array, in.array);
+        for (int i = 0; i < rows; ++i)
+          for (int j = 0; j < cols; ++j) out.ref[i * cols + j] = in.ref[j * cols + i];
+        break;
+      }
+      case 8: {
+        int o = p.pick(0, 1);
+        Var &out = mat[o], &in = mat[1 - o];
+        k["blur"].launch(t2, b2, p.work(t2, b2), rows, cols, out.array, in.array);
+        for (int i = 0; i < rows; ++i)
+          for (int j = 0; j < cols; ++j) {
+            auto at = [&](int a, int b) { return in.ref[a * cols + b]; };
+            int sum = at(i, j) * 4;
+            if (i > 0) sum += at(i - 1, j);
+            if (i < rows - 1) sum += at(i + 1, j);
+            if (j > 0) sum += at(i, j - 1);
+            if (j < cols - 1) sum += at(i, j + 1);
+            out.ref[i * cols + j] = sum % 10007;
+          }
+        break;
+      }
+      case 9: {
+        Var& m = mat[p.pick(0, 1)];
+        k["rowsum"].launch(t2, b2, p.work(t2, b2), rows, cols, m.array, sums.array);
+        for (int i = 0; i < rows; ++i) {
+          int sum = 0;
+          for (int j = 0; j < cols; ++j) sum += m.ref[i * cols + j];
+          sums.ref[i] = sum;
+        }
+        break;
+      }
+      case 10: {  // host write
+        Var& v = vec[z];
+        for (auto& e : v.ref) e = p.pick(1, 10006);
+        v.array.copy_from(v.ref);
+        break;
+      }
+      default: {  // read back something now (mid-program reads)
+        check(vec[z], "vector");
+        break;
+      }
+    }
+  }
+  for (auto& v : vec) check(v, "vector");
+  for (auto& v : mat) check(v, "matrix");
+  check(scalar, "reduce(max) scalar");
+  check(h, "atomic histogram");
+  check(sums, "row sums");
+}
+
+TEST(Differential, RandomProgramsMatchTheSequentialReference) {
+  int programs = 200;
+  if (const char* s = std::getenv("GRIDSPAN_FUZZ_PROGRAMS")) programs = std::atoi(s);
+  uint64_t base = base_seed();
+  for (int i = 0; i < programs; ++i) {
+    uint64_t seed = base * 1000003ull + i;
+    SCOPED_TRACE(::testing::Message() << "program " << i << " seed " << seed);
+    ASSERT_NO_FATAL_FAILURE(run_program(seed));
+    if (HasFailure()) break;
+  }
+}
+
+}  // namespace
+}  // namespace gridspan::test

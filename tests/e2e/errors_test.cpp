@@ -1,0 +1,146 @@
+// Bad input gets a clear gs::Error, and nothing is lost: every path of the issue's list.
+#include <filesystem>
+#include <fstream>
+
+#include "e2e/support.hpp"
+
+namespace gridspan::test {
+namespace {
+
+const char* kCopy = R"(
+__device__ void copy(dim3 blockIdx, int n, gridspan::Vector<float> out, const gridspan::Vector<float> in) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i];
+}
+)";
+
+TEST(Errors, AnnotationProblemsAreCaughtAtCompile) {
+  gs::Context ctx(config(2));
+  auto def = [&](const char* ann) {
+    return gs::KernelDef::from_source(kCopy, "copy").annotate(ann);
+  };
+  expect_error<gs::AnnotationError>(
+      [&] { ctx.compile(def("global i => write out[i] read in[i]")); },
+      {"global i => write out[i] read in[i]", "^"});
+  expect_error<gs::AnnotationError>(
+      [&] { ctx.compile(def("global i => write out[i], read inn[i]")); }, {"inn", "^"});
+  expect_error<gs::AnnotationError>(
+      [&] { ctx.compile(def("global i => write out[i*i], read in[i]")); }, {"^"});
+  expect_error<gs::AnnotationError>(
+      [&] { ctx.compile(def("global i => write out[i, 0], read in[i]")); }, {"^"});
+  expect_error<gs::AnnotationError>(
+      [&] { ctx.compile(def("global i => write out[i], write in[i]")); }, {"const", "^"});
+  expect_error<gs::AnnotationError>([&] { ctx.compile(def("global i => write out[i]")); }, {"in"});
+}
+
+TEST(Errors, LaunchArgumentsAreChecked) {
+  gs::Context ctx(config(2));
+  auto k = ctx.compile(
+      gs::KernelDef::from_source(kCopy, "copy").annotate("global i => write out[i], read in[i]"));
+  const int n = 100;
+  auto f = ctx.zeros<float>({n}, gs::dist::rows(50));
+  auto d = ctx.zeros<double>({n}, gs::dist::rows(50));
+  auto m = ctx.zeros<float>({10, 10}, gs::dist::rows(5));
+  auto w = gs::work::tiles({64});
+  expect_error<gs::LaunchError>([&] { k.launch({n}, {32}, w, n, f); },
+                                {"takes 3 arguments", "passes 2"});
+  expect_error<gs::LaunchError>([&] { k.launch({n}, {32}, w, n, d, f); }, {"float64", "out"});
+  expect_error<gs::LaunchError>([&] { k.launch({n}, {32}, w, n, m, f); }, {"rank 2", "out"});
+  expect_error<gs::LaunchError>([&] { k.launch({n}, {32}, w, 1.5, f, f); },
+                                {"floating-point", "`n`"});
+  expect_error<gs::LaunchError>([&] { k.launch({n}, {32}, w, n, 3, f); }, {"must be a gs::Array"});
+  expect_error<gs::LaunchError>([&] { k.launch({n}, {32}, gs::work::tiles({48}), n, f, f); },
+                                {"not a multiple of the block size"});
+  expect_error<gs::LaunchError>([&] { k.launch({n}, {32}, w, 5000000000LL, f, f); },
+                                {"does not fit"});
+}
+
+TEST(Errors, KernelThatDoesNotCompileShowsUserLines) {
+  gs::Context ctx(config(1));
+  const char* bad =
+      "\n\n__device__ void broken(dim3 blockIdx, gridspan::Vector<float> out) {\n"
+      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  out[i] = undefined_name;\n}\n";
+  expect_error<gs::CompileError>(
+      [&] {
+        ctx.compile(gs::KernelDef::from_source(bad, "broken").annotate("global i => write out[i]"));
+      },
+      {"undefined_name", ":5:"});
+}
+
+TEST(Errors, DistributionMustCoverTheArray) {
+  gs::Context ctx(config(2));
+  auto gap = gs::dist::custom("gap", [](const gs::Dim&, int) {
+    return std::vector<gs::ChunkSpec>{{gs::Rect(1, {0, 0, 0}, {40, 1, 1}), {}, 0},
+                                      {gs::Rect(1, {50, 0, 0}, {100, 1, 1}), {}, 1}};
+  });
+  expect_error<gs::ConfigError>([&] { ctx.zeros<float>({100}, gap); },
+                                {"does not cover", "[40..50)"});
+  auto outside = gs::dist::custom("outside", [](const gs::Dim&, int) {
+    return std::vector<gs::ChunkSpec>{{gs::Rect(1, {0, 0, 0}, {120, 1, 1}), {}, 0}};
+  });
+  expect_error<gs::ConfigError>([&] { ctx.zeros<float>({100}, outside); }, {"outside the array"});
+  expect_error<gs::ConfigError>([&] { ctx.zeros<float>({100}, gs::dist::centralized(5)); },
+                                {"device 5"});
+}
+
+TEST(Errors, UnwritableSpillDirectory) {
+  auto dir = std::filesystem::temp_directory_path() / "gridspan-test-not-a-dir";
+  { std::ofstream(dir) << "a file"; }
+  gs::Config c = config(1);
+  c.spill_dir = (dir / "spill").string();
+  expect_error<gs::IoError>([&] { gs::Context ctx(c); }, {"cannot be written"});
+  std::filesystem::remove(dir);
+}
+
+TEST(Errors, OutOfMemoryWithNothingToEvictNamesTheSpace) {
+  gs::Context ctx(config(1, 64 << 10));
+  auto k = ctx.compile(
+      gs::KernelDef::from_source(kCopy, "copy").annotate("global i => write out[i], read in[i]"));
+  const int n = 20000;  // 80 KB per array, in one chunk: more than the device holds
+  auto a = ctx.zeros<float>({n}, gs::dist::rows(n));
+  auto b = ctx.zeros<float>({n}, gs::dist::rows(n));
+  k.launch({n}, {256}, gs::work::tiles({n / 256 * 256 + 256}), n, b, a);
+  expect_error<gs::OutOfMemoryError>([&] { ctx.synchronize(); }, {"cpu:0", "requested", "limit"});
+}
+
+const char* kOutside = R"(
+__device__ void peek(dim3 blockIdx, int n, gridspan::Vector<float> out, gridspan::Vector<float> in) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] + (i + 1 < n ? in[i + 1] : 0.0f);
+}
+)";
+
+TEST(Errors, CheckedModeCatchesAccessesOutsideTheAnnotation) {
+  gs::Context ctx(config(2));
+  const int n = 300;
+  auto in = ctx.full<float>({n}, 1.0f, gs::dist::rows(100));
+  auto out = ctx.zeros<float>({n}, gs::dist::rows(100));
+  // Declares in[i] but reads in[i+1]: out of the region at each superblock's last thread.
+  auto k = ctx.compile(gs::KernelDef::from_source(kOutside, "peek")
+                           .annotate("global i => write out[i], read in[i]")
+                           .checked());
+  k.launch({n}, {50}, gs::work::tiles({100}), n, out, in);
+  expect_error<gs::AccessError>([&] { ctx.synchronize(); },
+                                {"peek", "`in[", "outside its declared access region"});
+  // A write through a `read` rule.
+  const char* writes = R"(
+__device__ void sneaky(dim3 blockIdx, int n, gridspan::Vector<float> out, gridspan::Vector<float> in) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) { out[i] = in[i]; in[i] = 7.0f; }
+}
+)";
+  auto k2 = ctx.compile(gs::KernelDef::from_source(writes, "sneaky")
+                            .annotate("global i => write out[i], read in[i]")
+                            .checked());
+  k2.launch({n}, {50}, gs::work::tiles({100}), n, out, in);
+  expect_error<gs::AccessError>([&] { ctx.synchronize(); },
+                                {"sneaky", "wrote", "`in", "read-only"});
+  // The same wrong annotation unchecked does not check.
+  auto k3 = ctx.compile(gs::KernelDef::from_source(kOutside, "peek")
+                            .annotate("global i => write out[i], read in[i]"));
+  k3.launch({n}, {50}, gs::work::tiles({100}), n, out, in);
+  EXPECT_NO_THROW(ctx.synchronize());
+}
+
+}  // namespace
+}  // namespace gridspan::test

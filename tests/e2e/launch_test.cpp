@@ -1,0 +1,291 @@
+// End-to-end launches: every access mode and distribution, against plain C++ references.
+#include <numeric>
+
+#include "e2e/support.hpp"
+
+namespace gridspan::test {
+namespace {
+
+const char* kMap = R"(
+__device__ void axpb(dim3 blockIdx, int n, float a, gridspan::Vector<float> out,
+                     const gridspan::Vector<float> x, const gridspan::Vector<float> y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a * x[i] + y[i];
+}
+)";
+
+struct DistCase {
+  const char* name;
+  std::function<gs::DataDistribution(int64_t n)> make;
+};
+
+TEST(Launch, MapOverEveryDataDistribution) {
+  auto g = rng(11);
+  std::vector<DistCase> cases = {
+      {"rows", [](int64_t n) { return gs::dist::rows(n / 5 + 1); }},
+      {"tiles", [](int64_t n) { return gs::dist::tiles({n / 3 + 1}); }},
+      {"stencil", [](int64_t n) { return gs::dist::stencil({n / 4 + 1}, {3}); }},
+      {"replicated", [](int64_t) { return gs::dist::replicated(); }},
+      {"centralized", [](int64_t) { return gs::dist::centralized(1); }},
+      {"custom overlapping",
+       [](int64_t n) {
+         return gs::dist::custom("halves", [](const gs::Dim& s, int devices) {
+           int64_t m = s[0];
+           return std::vector<gs::ChunkSpec>{
+               {gs::Rect(1, {0, 0, 0}, {m / 2 + 7, 1, 1}), {}, 0},
+               {gs::Rect(1, {m / 2 - 5, 0, 0}, {m, 1, 1}), {}, devices - 1}};
+         });
+       }},
+  };
+  gs::Context ctx(config(3));
+  auto k = ctx.compile(gs::KernelDef::from_source(kMap, "axpb")
+                           .annotate("global i => write out[i], read x[i], read y[i]"));
+  const int n = 1000;
+  auto xs = random_vector<float>(n, g), ys = random_vector<float>(n, g);
+  for (auto& out_case : cases)
+    for (auto& in_case : cases) {
+      SCOPED_TRACE(std::string(out_case.name) + " <- " + in_case.name);
+      auto x = ctx.from_vector<float>(xs, {n}, in_case.make(n));
+      auto y = ctx.from_vector<float>(ys, {n}, out_case.make(n));
+      auto out = ctx.full<float>({n}, poison<float>(), out_case.make(n));
+      k.launch({n}, {32}, gs::work::tiles({96}), n, 2.5f, out, x, y);
+      auto r = out.to_vector();
+      for (int i = 0; i < n; ++i) ASSERT_EQ(r[i], 2.5f * xs[i] + ys[i]) << "i=" << i;
+    }
+}
+
+TEST(Launch, WorkLikeAndCustomSuperblocks) {
+  auto g = rng(12);
+  gs::Context ctx(config(2));
+  auto k = ctx.compile(gs::KernelDef::from_source(kMap, "axpb")
+                           .annotate("global i => write out[i], read x[i], read y[i]"));
+  const int n = 777;
+  auto xs = random_vector<float>(n, g), ys = random_vector<float>(n, g);
+  auto x = ctx.from_vector<float>(xs, {n}, gs::dist::rows(128));
+  auto y = ctx.from_vector<float>(ys, {n}, gs::dist::rows(64));
+  auto out = ctx.full<float>({n}, poison<float>(), gs::dist::rows(128));
+  k.launch({n}, {64}, gs::work::like(out), n, -1.0f, out, x, y);
+  auto r = out.to_vector();
+  for (int i = 0; i < n; ++i) ASSERT_EQ(r[i], -xs[i] + ys[i]);
+  // Uneven custom superblocks: one block, then the rest.
+  auto custom = gs::work::custom("uneven", [](const gs::Dim&, const gs::Dim&, int) {
+    return std::vector<gs::Superblock>{{gs::Rect(1, {0, 0, 0}, {1, 1, 1}), 1},
+                                       {gs::Rect(1, {1, 0, 0}, {13, 1, 1}), 0}};
+  });
+  k.launch({n}, {64}, custom, n, 3.0f, out, x, y);
+  r = out.to_vector();
+  for (int i = 0; i < n; ++i) ASSERT_EQ(r[i], 3.0f * xs[i] + ys[i]);
+}
+
+const char* kStencil = R"(
+__device__ void smooth(dim3 blockIdx, int n, gridspan::Vector<int> out, const gridspan::Vector<int> in) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  if (i == 0 || i == n - 1) out[i] = in[i];
+  else out[i] = (in[i - 1] + 2 * in[i] + in[i + 1]) % 10007;
+}
+)";
+
+TEST(Launch, StencilIterationsKeepHalosCoherent) {
+  auto g = rng(13);
+  for (int devices : {1, 2, 3}) {
+    gs::Context ctx(config(devices));
+    auto k = ctx.compile(gs::KernelDef::from_source(kStencil, "smooth")
+                             .annotate("global i => write out[i], read in[i-1:i+1]"));
+    const int n = 1001;
+    auto v = random_vector<int>(n, g);
+    auto a = ctx.from_vector<int>(v, {n}, gs::dist::stencil({100}, {1}));
+    auto b = ctx.full<int>({n}, poison<int>(), gs::dist::stencil({100}, {1}));
+    std::vector<int> ref = v, tmp(n);
+    for (int it = 0; it < 10; ++it) {
+      // Superblocks that do not line up with the chunks.
+      k.launch({n}, {16}, gs::work::tiles({it % 2 ? 64 : 112}), n, b, a);
+      std::swap(a, b);
+      for (int i = 0; i < n; ++i)
+        tmp[i] = (i == 0 || i == n - 1) ? ref[i] : (ref[i - 1] + 2 * ref[i] + ref[i + 1]) % 10007;
+      std::swap(ref, tmp);
+    }
+    EXPECT_EQ(a.to_vector(), ref) << devices << " devices";
+  }
+}
+
+const char* kTranspose = R"(
+__device__ void transpose(dim3 blockIdx, int rows, int cols, gridspan::Matrix<double> out,
+                          const gridspan::Matrix<double> in) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int j = blockIdx.y * blockDim.y + threadIdx.y;
+  if (i < rows && j < cols) out[i][j] = in(j, i) + 0.5;
+}
+)";
+
+TEST(Launch, TransposeAssemblesRegionsSpanningChunks) {
+  auto g = rng(14);
+  gs::Context ctx(config(2));
+  auto k = ctx.compile(gs::KernelDef::from_source(kTranspose, "transpose")
+                           .annotate("global [i, j] => write out[i, j], read in[j, i]"));
+  const int rows = 37, cols = 53;
+  auto v = random_vector<double>(size_t(rows) * cols, g);
+  auto in = ctx.from_vector<double>(v, {cols, rows}, gs::dist::columns(7));
+  auto out = ctx.full<double>({rows, cols}, poison<double>(), gs::dist::tiles({10, 20}));
+  k.launch({rows, cols}, {4, 8}, gs::work::tiles({16, 24}), rows, cols, out, in);
+  auto r = out.to_vector();
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) ASSERT_EQ(r[i * cols + j], v[j * rows + i] + 0.5);
+}
+
+const char* kTensor = R"(
+__device__ void scale3(dim3 blockIdx, gridspan::Tensor<long long> t) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int j = blockIdx.y * blockDim.y + threadIdx.y;
+  int k = blockIdx.z * blockDim.z + threadIdx.z;
+  if (i < NI && j < NJ && k < NK) t(i, j, k) = t(i, j, k) * 3 + i * 100 + j * 10 + k;
+}
+)";
+
+TEST(Launch, ReadwriteTensor) {
+  auto g = rng(15);
+  gs::Context ctx(config(2));
+  const int ni = 6, nj = 7, nk = 9;
+  auto k = ctx.compile(gs::KernelDef::from_source(kTensor, "scale3")
+                           .define("NI", ni)
+                           .define("NJ", nj)
+                           .define("NK", nk)
+                           .annotate("global [i, j, k] => readwrite t[i, j, k]"));
+  auto v = random_vector<long long>(ni * nj * nk, g);
+  auto t = ctx.from_vector<long long>(v, {ni, nj, nk}, gs::dist::tiles({4, 4, 4}));
+  k.launch({ni, nj, nk}, {2, 2, 3}, gs::work::tiles({2, 4, 6}), t);
+  auto r = t.to_vector();
+  for (int i = 0; i < ni; ++i)
+    for (int j = 0; j < nj; ++j)
+      for (int kk = 0; kk < nk; ++kk) {
+        int at = (i * nj + j) * nk + kk;
+        ASSERT_EQ(r[at], v[at] * 3 + i * 100 + j * 10 + kk);
+      }
+}
+
+const char* kReduce = R"(
+__device__ void stats(dim3 blockIdx, int rows, int cols, const gridspan::Matrix<int> m,
+                      gridspan::Vector<long long> rowsum, gridspan::Scalar<int> biggest,
+                      gridspan::Vector<int> hist) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int j = blockIdx.y * blockDim.y + threadIdx.y;
+  if (i >= rows || j >= cols) return;
+  int v = m(i, j);
+  rowsum.reduce(i, (long long)v);
+  biggest.reduce(v);
+  atomicAdd(&hist[v % 8], 1);
+}
+)";
+
+TEST(Launch, ReductionsAndAtomicsAreExactForIntegers) {
+  auto g = rng(16);
+  for (int devices : {1, 2, 3}) {
+    gs::Context ctx(config(devices));
+    auto k = ctx.compile(gs::KernelDef::from_source(kReduce, "stats")
+                             .annotate("global [i, j] => read m[i, j], reduce(+) rowsum[i], "
+                                       "reduce(max) biggest, atomic(+) hist[:]"));
+    const int rows = 45, cols = 31;
+    auto v = random_vector<int>(rows * cols, g);
+    auto m = ctx.from_vector<int>(v, {rows, cols}, gs::dist::tiles({16, 16}));
+    auto rowsum = ctx.full<long long>({rows}, -7, gs::dist::rows(10));
+    auto biggest = ctx.scalar<int>(-1);
+    auto hist = ctx.full<int>({8}, 999, gs::dist::replicated());
+    for (int rep = 0; rep < 2; ++rep) {  // reductions overwrite: the same result twice
+      k.launch({rows, cols}, {4, 4}, gs::work::tiles({8, 12}), rows, cols, m, rowsum, biggest,
+               hist);
+      std::vector<long long> rs(rows, 0);
+      std::vector<int> h(8, 0);
+      int mx = 0;
+      for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j) {
+          int x = v[i * cols + j];
+          rs[i] += x;
+          mx = std::max(mx, x);
+          ++h[x % 8];
+        }
+      EXPECT_EQ(rowsum.to_vector(), rs);
+      EXPECT_EQ(biggest.item(), mx);
+      EXPECT_EQ(hist.to_vector(), h);
+    }
+  }
+}
+
+const char* kSync = R"(
+__device__ void block_sum(dim3 blockIdx, int n, const gridspan::Vector<int> in, gridspan::Vector<int> out) {
+  __shared__ int buf[64];
+  int t = threadIdx.x;
+  int i = blockIdx.x * 64 + t;
+  buf[t] = i < n ? in[i] : 0;
+  __syncthreads();
+  for (int s = 32; s > 0; s /= 2) {
+    if (t < s) buf[t] += buf[t + s];
+    __syncthreads();
+  }
+  if (t == 0) out[blockIdx.x] = buf[0];
+}
+)";
+
+TEST(Launch, SyncthreadsAndSharedMemory) {
+  auto g = rng(17);
+  gs::Context ctx(config(2));
+  auto k = ctx.compile(gs::KernelDef::from_source(kSync, "block_sum")
+                           .annotate("block b local t => read in[64*b + t], write out[b]"));
+  const int n = 64 * 20 - 5, blocks = 20;
+  auto v = random_vector<int>(n, g);
+  auto in = ctx.from_vector<int>(v, {n}, gs::dist::rows(100));
+  auto out = ctx.full<int>({blocks}, poison<int>(), gs::dist::rows(7));
+  k.launch({n}, {64}, gs::work::tiles({192}), n, in, out);
+  auto r = out.to_vector();
+  for (int b = 0; b < blocks; ++b) {
+    int s = 0;
+    for (int i = b * 64; i < std::min(n, b * 64 + 64); ++i) s += v[i];
+    ASSERT_EQ(r[b], s) << "block " << b;
+  }
+}
+
+TEST(Launch, ConsecutiveLaunchesRunAsynchronouslyAndInOrder) {
+  auto g = rng(18);
+  gs::Context ctx(config(2));
+  auto k = ctx.compile(gs::KernelDef::from_source(kMap, "axpb")
+                           .annotate("global i => write out[i], read x[i], read y[i]"));
+  const int n = 4096;
+  auto xs = random_vector<float>(n, g);
+  auto a = ctx.from_vector<float>(xs, {n}, gs::dist::rows(512));
+  auto b = ctx.zeros<float>({n}, gs::dist::rows(1024));
+  gs::Event last;
+  for (int it = 0; it < 20; ++it)
+    last = k.launch({n}, {128}, gs::work::tiles({512}), n, 1.0f, b, a, b);
+  last.wait();
+  EXPECT_TRUE(last.ready());
+  auto r = b.to_vector();
+  for (int i = 0; i < n; ++i) ASSERT_FLOAT_EQ(r[i], 20.0f * xs[i]);
+}
+
+TEST(Launch, NativeFunctionRunsPerSuperblock) {
+  auto g = rng(19);
+  gs::Context ctx(config(2));
+  const int rows = 40, cols = 12;
+  auto def =
+      gs::NativeDef::from_function("scale_rows",
+                                   [rows, cols](const gs::NativeContext& nc, gs::Matrix<float> out,
+                                                gs::Matrix<float> in, float s) {
+                                     gs::Rect r = nc.threads({rows, cols});
+                                     for (int64_t i = r.lo[0]; i < r.hi[0]; ++i)
+                                       for (int64_t j = r.lo[1]; j < r.hi[1]; ++j)
+                                         out(i, j) = in(i, j) * s + float(nc.device);
+                                   },
+                                   {"out", "in", "s"});
+  def.annotate("global [i, j] => write out[i, j], read in[i, j]");
+  auto k = ctx.compile(def);
+  auto v = random_vector<float>(rows * cols, g);
+  auto in = ctx.from_vector<float>(v, {rows, cols}, gs::dist::rows(10));
+  auto out = ctx.full<float>({rows, cols}, poison<float>(), gs::dist::rows(10));
+  k.launch({rows, cols}, {1, 1}, gs::work::tiles({10, cols}), out, in, 2.0f);
+  auto r = out.to_vector();
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j)
+      ASSERT_EQ(r[i * cols + j], v[i * cols + j] * 2.0f + float((i / 10) % 2));
+}
+
+}  // namespace
+}  // namespace gridspan::test

@@ -1,0 +1,166 @@
+// Planner: which tasks a launch gives, and the dependencies between them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "gridspan/core/error.hpp"
+#include "gridspan/plan/planner.hpp"
+
+namespace gridspan::plan {
+namespace {
+
+class Nothing : public Executable {
+ public:
+  const std::string& name() const override { return name_; }
+  void run(const ExecFrame&) const override {}
+  std::string name_ = "k";
+};
+
+struct Fixture {
+  int devices;
+  Planner planner;
+  std::vector<annotation::ParamInfo> params;
+  annotation::Annotation ann;
+  std::shared_ptr<Nothing> exe = std::make_shared<Nothing>();
+
+  Fixture(int d, std::vector<annotation::ParamInfo> p, const std::string& text)
+      : devices(d),
+        planner(d, nullptr),
+        params(std::move(p)),
+        ann(annotation::Annotation::parse(text, params, {})) {}
+
+  ArrayMeta array(const Dim& shape, const DataDistribution& dist) {
+    ArrayMeta m;
+    m.shape = shape;
+    m.dtype = DType::f32;
+    m.elem_size = 4;
+    for (auto& c : dist.chunks(shape, devices))
+      m.chunks.push_back({0, c.region, c.owned, c.device});
+    planner.assign_chunk_ids(m);
+    planner.create_array(m, nullptr);
+    return m;
+  }
+  Plan launch(const Dim& threads, const Dim& block, const WorkDistribution& work,
+              std::vector<const ArrayMeta*> arrays) {
+    LaunchSpec s;
+    s.executable = exe;
+    s.annotation = &ann;
+    s.params = &params;
+    s.threads = threads;
+    s.block = block;
+    s.superblocks = work.superblocks(threads, block, devices);
+    s.arrays = std::move(arrays);
+    s.int_scalars.assign(params.size(), 0);
+    s.scalar_offsets.assign(params.size(), 0);
+    s.scalars = std::make_shared<std::vector<unsigned char>>();
+    return planner.launch(s);
+  }
+};
+
+annotation::ParamInfo vec(const char* name, bool is_const = false) {
+  annotation::ParamInfo p;
+  p.name = name;
+  p.is_array = true;
+  p.rank = 1;
+  p.is_const = is_const;
+  p.type_text = "Vector<float>";
+  return p;
+}
+
+int count(const Plan& p, const char* kind) {
+  return static_cast<int>(std::count_if(p.tasks.begin(), p.tasks.end(), [&](const Task& t) {
+    return std::string(t.kind()) == kind;
+  }));
+}
+
+TEST(Planner, AlignedStencilUsesChunksInPlaceAndCopiesHalos) {
+  Fixture f(2, {vec("out"), vec("in", true)}, "global i => write out[i], read in[i-1:i+1]");
+  auto out = f.array({400}, dist::stencil({100}, {1}));
+  auto in = f.array({400}, dist::stencil({100}, {1}));
+  Plan p = f.launch({400}, {50}, work::tiles({100}), {&out, &in});
+  EXPECT_EQ(count(p, "execute"), 4);
+  EXPECT_EQ(count(p, "create"), 0);  // no temporaries
+  // Each written tile lands in its own chunk; its neighbours' halos get a one-element copy.
+  EXPECT_EQ(count(p, "copy"), 6);
+  for (const Task& t : p.tasks)
+    if (auto* c = std::get_if<Copy>(&t.payload)) EXPECT_EQ(c->region.volume(), 1);
+  for (const Task& t : p.tasks)
+    if (auto* e = std::get_if<Execute>(&t.payload)) {
+      // Superblock k on device k % 2, reading the chunk on its own device.
+      int k = static_cast<int>(e->blocks.lo[0] / 2);
+      EXPECT_EQ(t.device, k % 2);
+      EXPECT_EQ(e->arrays[1].chunk.id, in.chunks[k].id);
+      EXPECT_EQ(e->arrays[1].region,
+                Rect(1, {std::max(0, 100 * k - 1), 0, 0}, {std::min(400, 100 * k + 101), 1, 1}));
+    }
+  EXPECT_NE(p.to_dot().find("execute"), std::string::npos);
+}
+
+TEST(Planner, MisalignedSuperblocksAssembleAndScatterTemporaries) {
+  Fixture f(2, {vec("out"), vec("in", true)}, "global i => write out[i], read in[i]");
+  auto out = f.array({300}, dist::rows(100));
+  auto in = f.array({300}, dist::rows(100));
+  Plan p = f.launch({300}, {30}, work::tiles({150}), {&out, &in});
+  EXPECT_EQ(count(p, "execute"), 2);
+  // Each superblock spans two chunks of each array: two temporaries per superblock.
+  EXPECT_EQ(count(p, "create"), 4);
+  EXPECT_EQ(count(p, "delete"), 4);
+  // in: 2 pieces per superblock; out: assembled (2) and scattered (2) per superblock.
+  EXPECT_EQ(count(p, "copy"), 2 * 2 + 2 * 4);
+}
+
+TEST(Planner, DependenciesFollowRegionsAcrossLaunches) {
+  Fixture f(1, {vec("out"), vec("in", true)}, "global i => write out[i], read in[i]");
+  auto a = f.array({200}, dist::rows(200));
+  auto b = f.array({200}, dist::rows(200));
+  auto c = f.array({200}, dist::rows(200));
+  // Launch 1 writes b's two halves in two superblocks: they do not depend on each other.
+  Plan p1 = f.launch({200}, {10}, work::tiles({100}), {&b, &a});
+  std::vector<TaskId> writers;
+  for (auto& t : p1.tasks)
+    if (std::holds_alternative<Execute>(t.payload)) writers.push_back(t.id);
+  ASSERT_EQ(writers.size(), 2u);
+  for (auto& t : p1.tasks)
+    if (t.id == writers[1]) EXPECT_EQ(std::count(t.deps.begin(), t.deps.end(), writers[0]), 0);
+  // Launch 2 reads b: each superblock depends on exactly the writer of its half.
+  Plan p2 = f.launch({200}, {10}, work::tiles({100}), {&c, &b});
+  int k = 0;
+  for (auto& t : p2.tasks)
+    if (std::holds_alternative<Execute>(t.payload)) {
+      EXPECT_EQ(std::count(t.deps.begin(), t.deps.end(), writers[k]), 1);
+      EXPECT_EQ(std::count(t.deps.begin(), t.deps.end(), writers[1 - k]), 0);
+      ++k;
+    }
+  // Launch 3 writes a, which launch 1 read: write-after-read.
+  Plan p3 = f.launch({200}, {10}, work::tiles({200}), {&a, &c});
+  for (auto& t : p3.tasks)
+    if (std::holds_alternative<Execute>(t.payload))
+      for (TaskId w : writers) EXPECT_EQ(std::count(t.deps.begin(), t.deps.end(), w), 1);
+}
+
+TEST(Planner, ReductionsGoSuperblockThenDeviceThenAcrossDevices) {
+  annotation::ParamInfo s = vec("s");
+  s.rank = 0;
+  Fixture f(2, {vec("in", true), s}, "global i => read in[i], reduce(+) s");
+  auto in = f.array({800}, dist::rows(100));
+  auto out = f.array({}, dist::centralized(1));
+  Plan p = f.launch({800}, {100}, work::tiles({100}), {&in, &out});
+  // 8 superblock partials, one per-device reduction on each of 2 devices, one across.
+  EXPECT_EQ(count(p, "fill"), 8);
+  EXPECT_EQ(count(p, "reduce"), 3);
+  EXPECT_EQ(count(p, "copy"), 1);  // the result into the array's one chunk
+}
+
+TEST(Planner, ReplicatedWritesUpdateEveryReplica) {
+  Fixture f(3, {vec("out"), vec("in", true)}, "global i => write out[i], read in[i]");
+  auto out = f.array({90}, dist::replicated());
+  auto in = f.array({90}, dist::rows(30));
+  Plan p = f.launch({90}, {30}, work::tiles({30}), {&out, &in});
+  // Each superblock writes its replica in place and copies its part to the other two.
+  EXPECT_EQ(count(p, "copy"), 3 * 2);
+  EXPECT_EQ(count(p, "create"), 0);
+}
+
+}  // namespace
+}  // namespace gridspan::plan

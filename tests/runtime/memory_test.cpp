@@ -1,0 +1,760 @@
+// The memory manager against a fake unified device (plain malloc, with a capacity it
+// enforces): round trips through host and disk, LRU order, all-or-nothing staging,
+// out-of-memory and spill-file errors, exact statistics, and a concurrent stress run.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gridspan/core/error.hpp"
+#include "gridspan/runtime/memory.hpp"
+#include "runtime/pool.hpp"
+#include "support/random.hpp"
+
+namespace gridspan::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr std::size_t KiB = 1024;
+
+// A unified device whose memory is malloc'd and limited to `capacity` bytes, counting
+// what it hands out so tests see leaks and over-allocation.
+class FakeDevice : public backend::Device {
+ public:
+  FakeDevice(int index, std::size_t capacity) : index_(index), capacity_(capacity) {}
+  ~FakeDevice() override {
+    EXPECT_EQ(device_bytes_.load(), 0u) << name() << " leaked device memory";
+    EXPECT_EQ(host_bytes_.load(), 0u) << name() << " leaked host memory";
+  }
+  int index() const override { return index_; }
+  std::string name() const override { return "fake:" + std::to_string(index_); }
+  std::size_t memory_capacity() const override { return capacity_; }
+  bool unified() const override { return true; }
+  void* allocate(std::size_t bytes) override {
+    if (device_bytes_ + bytes > capacity_) {
+      throw OutOfMemoryError(name(), bytes, device_bytes_, capacity_, "fake device is full");
+    }
+    device_bytes_ += bytes;
+    return std::malloc(bytes);
+  }
+  void deallocate(void* p, std::size_t bytes) override {
+    device_bytes_ -= bytes;
+    std::free(p);
+  }
+  void* allocate_host(std::size_t bytes) override {
+    host_bytes_ += bytes;
+    return std::malloc(bytes);
+  }
+  void deallocate_host(void* p, std::size_t bytes) override {
+    host_bytes_ -= bytes;
+    std::free(p);
+  }
+  void copy_to_host(void* host, const void* device, std::size_t bytes) override {
+    ++copies_to_host;
+    std::memcpy(host, device, bytes);
+  }
+  void copy_from_host(void* device, const void* host, std::size_t bytes) override {
+    ++copies_from_host;
+    std::memcpy(device, host, bytes);
+  }
+  void submit(std::function<void()> work, std::function<void(std::exception_ptr)> done) override {
+    std::exception_ptr error;
+    try {
+      work();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    done(error);
+  }
+
+  std::size_t device_bytes() const { return device_bytes_; }
+  std::size_t host_bytes() const { return host_bytes_; }
+  std::atomic<int> copies_to_host{0};
+  std::atomic<int> copies_from_host{0};
+
+ private:
+  int index_;
+  std::size_t capacity_;
+  std::atomic<std::size_t> device_bytes_{0};
+  std::atomic<std::size_t> host_bytes_{0};
+};
+
+// A private folder under /tmp, removed with its contents at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "gridspan-memory-test-XXXXXX").string();
+    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  std::string str() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+};
+
+std::vector<unsigned char> random_bytes(std::size_t n, std::mt19937_64& g) {
+  std::vector<unsigned char> v(n);
+  for (auto& b : v) b = static_cast<unsigned char>(g() % 255 + 1);  // never zero
+  return v;
+}
+
+// Stages `chunk` for writing, fills it with `content` and unstages it.
+void write_chunk(MemoryManager& mm, ChunkId chunk, const std::vector<unsigned char>& content) {
+  ASSERT_TRUE(mm.try_stage({{chunk, true}}));
+  ASSERT_EQ(mm.bytes(chunk), content.size());
+  std::memcpy(mm.data(chunk), content.data(), content.size());
+  mm.unstage({{chunk, true}});
+}
+
+// Stages `chunk` for reading and compares it with `expected`.
+void expect_chunk(MemoryManager& mm, ChunkId chunk, const std::vector<unsigned char>& expected) {
+  ASSERT_TRUE(mm.try_stage({{chunk, false}}));
+  const auto* p = static_cast<const unsigned char*>(mm.data(chunk));
+  std::size_t mismatches = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i) mismatches += p[i] != expected[i];
+  EXPECT_EQ(mismatches, 0u) << "chunk " << chunk << " came back with wrong bytes";
+  mm.unstage({{chunk, false}});
+}
+
+const SpaceStats& space(const std::vector<SpaceStats>& stats, const std::string& name) {
+  for (const auto& s : stats) {
+    if (s.name == name) return s;
+  }
+  throw std::runtime_error("no space " + name);
+}
+
+MemoryLimits small_limits(const std::string& dir) {
+  MemoryLimits limits;
+  limits.device_bytes = 64 * KiB;
+  limits.host_bytes = 128 * KiB;
+  limits.spill_dir = dir;
+  return limits;
+}
+
+TEST(BlockPool, SizeClasses) {
+  using detail::BlockPool;
+  EXPECT_EQ(BlockPool::size_class(0), 512u);
+  EXPECT_EQ(BlockPool::size_class(1), 512u);
+  EXPECT_EQ(BlockPool::size_class(512), 512u);
+  EXPECT_EQ(BlockPool::size_class(513), 1024u);
+  EXPECT_EQ(BlockPool::size_class(16 * KiB), 16 * KiB);
+  EXPECT_EQ(BlockPool::size_class(1024 * KiB), 1024 * KiB);
+  EXPECT_EQ(BlockPool::size_class(1024 * KiB + 1), 1152 * KiB);  // 1 MiB + 1/8 MiB
+  EXPECT_EQ(BlockPool::size_class(3 * 1024 * KiB + 5), 3 * 1024 * KiB + 256 * KiB);
+  std::mt19937_64 g = test::rng(1);
+  for (int i = 0; i < 1000; ++i) {
+    std::size_t n = g() % (std::size_t(1) << 34) + 1;
+    std::size_t c = BlockPool::size_class(n);
+    EXPECT_GE(c, n);
+    EXPECT_LE(c - n, std::max<std::size_t>(511, n / 8)) << n;
+    EXPECT_EQ(BlockPool::size_class(c), c) << n;
+  }
+}
+
+TEST(BlockPool, CachesFreedBlocksAndReleasesThem) {
+  int allocations = 0, releases = 0;
+  std::size_t released_bytes = 0;
+  {
+    detail::BlockPool pool(
+        [&](std::size_t n) {
+          ++allocations;
+          return std::malloc(n);
+        },
+        [&](void* p, std::size_t n) {
+          ++releases;
+          released_bytes += n;
+          std::free(p);
+        });
+    void* a = pool.allocate(1000);
+    EXPECT_EQ(pool.in_use_bytes(), 1024u);
+    pool.free(a, 1000);
+    EXPECT_EQ(pool.cached_bytes(), 1024u);
+    EXPECT_TRUE(pool.has_cached(700));
+    EXPECT_FALSE(pool.has_cached(2000));
+    void* b = pool.allocate(700);  // same class: the cached block
+    EXPECT_EQ(b, a);
+    EXPECT_EQ(allocations, 1);
+    void* c = pool.allocate(4096);
+    pool.free(b, 700);
+    pool.free(c, 4096);
+    EXPECT_EQ(pool.held_bytes(), 5120u);
+    EXPECT_EQ(pool.release_cached(1), 4096u);  // the largest first
+    EXPECT_EQ(pool.cached_bytes(), 1024u);
+    EXPECT_EQ(releases, 1);
+  }
+  EXPECT_EQ(releases, 2);  // the destructor released the rest
+  EXPECT_EQ(released_bytes, 5120u);
+}
+
+TEST(MemoryManager, FreshChunkNeedsNoCopies) {
+  TempDir dir;
+  FakeDevice dev(0, 64 * KiB);
+  MemoryManager mm({&dev}, small_limits(dir.str()));
+  mm.create(7, 10000, 0);
+  EXPECT_TRUE(mm.exists(7));
+  EXPECT_EQ(mm.bytes(7), 10000u);
+  EXPECT_EQ(mm.state(7).on_device, false);
+  ASSERT_TRUE(mm.try_stage({{7, true}}));
+  EXPECT_NE(mm.data(7), nullptr);
+  EXPECT_EQ(mm.state(7).pins, 1);
+  EXPECT_EQ(mm.pinned_bytes(0), 10240u);
+  EXPECT_EQ(dev.copies_from_host + dev.copies_to_host, 0);
+  mm.unstage({{7, true}});
+  EXPECT_EQ(mm.pinned_bytes(0), 0u);
+  EXPECT_THROW(mm.data(7), Error);  // not staged
+  mm.destroy(7);
+  EXPECT_FALSE(mm.exists(7));
+}
+
+TEST(MemoryManager, DataSurvivesRoundTripsThroughHostAndDisk) {
+  TempDir dir;
+  FakeDevice dev0(0, 64 * KiB), dev1(1, 64 * KiB);
+  MemoryManager mm({&dev0, &dev1}, small_limits(dir.str()));
+  std::mt19937_64 g = test::rng(2);
+  // 40 chunks of 8..16 KiB (most not multiples of 512) over two devices: more than
+  // devices (2 x 64 KiB) and host (128 KiB) hold together, so some go to disk.
+  std::map<ChunkId, std::vector<unsigned char>> expected;
+  for (ChunkId id = 0; id < 40; ++id) {
+    std::size_t bytes = 8 * KiB + g() % (8 * KiB + 1);
+    mm.create(id, bytes, static_cast<int>(id % 2));
+    expected[id] = random_bytes(bytes, g);
+    write_chunk(mm, id, expected[id]);
+  }
+  auto stats = mm.stats();
+  EXPECT_GT(space(stats, "disk").used_bytes, 0u) << "the test should reach the disk";
+  EXPECT_GT(space(stats, "host").spilled_bytes, 0u);
+  for (int round = 0; round < 4; ++round) {
+    std::vector<ChunkId> order(expected.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), g);
+    for (ChunkId id : order) {
+      expect_chunk(mm, id, expected[id]);
+      if (g() % 3 == 0) {
+        expected[id] = random_bytes(expected[id].size(), g);
+        write_chunk(mm, id, expected[id]);
+      }
+    }
+  }
+  stats = mm.stats();
+  for (int d = 0; d < 2; ++d) EXPECT_LE(stats[d].used_bytes, 64 * KiB);
+  EXPECT_LE(space(stats, "host").used_bytes, 128 * KiB);
+  EXPECT_LE(dev0.device_bytes(), 64 * KiB);
+  EXPECT_LE(dev0.host_bytes() + dev1.host_bytes(), 128 * KiB);
+}
+
+TEST(MemoryManager, EvictsLeastRecentlyUsedFirst) {
+  TempDir dir;
+  FakeDevice dev(0, 64 * KiB);
+  MemoryManager mm({&dev}, small_limits(dir.str()));
+  for (ChunkId id = 0; id < 6; ++id) mm.create(id, 16 * KiB, 0);
+  for (ChunkId id = 0; id < 4; ++id) {
+    ASSERT_TRUE(mm.try_stage({{id, true}}));
+    mm.unstage({{id, true}});
+  }
+  // Use 0 again: 1 is now the least recently used.
+  ASSERT_TRUE(mm.try_stage({{0, false}}));
+  mm.unstage({{0, false}});
+  ASSERT_TRUE(mm.try_stage({{4, true}}));
+  mm.unstage({{4, true}});
+  EXPECT_FALSE(mm.state(1).on_device);
+  EXPECT_TRUE(mm.state(1).on_host);
+  for (ChunkId id : {0, 2, 3, 4}) EXPECT_TRUE(mm.state(id).on_device) << id;
+  // Next: 2 goes.
+  ASSERT_TRUE(mm.try_stage({{5, true}}));
+  mm.unstage({{5, true}});
+  EXPECT_FALSE(mm.state(2).on_device);
+  for (ChunkId id : {0, 3, 4, 5}) EXPECT_TRUE(mm.state(id).on_device) << id;
+}
+
+TEST(MemoryManager, HostSpillsLeastRecentlyUsedToDisk) {
+  TempDir dir;
+  FakeDevice dev(0, 16 * KiB);
+  MemoryLimits limits{16 * KiB, 32 * KiB, dir.str()};
+  MemoryManager mm({&dev}, limits);
+  for (ChunkId id = 0; id < 4; ++id) {
+    mm.create(id, 16 * KiB, 0);
+    ASSERT_TRUE(mm.try_stage({{id, true}}));
+    mm.unstage({{id, true}});
+  }
+  // 0, 1 and 2 were pushed to the host in that order; host holds two, so 0 went to disk.
+  EXPECT_TRUE(mm.state(0).on_disk);
+  EXPECT_FALSE(mm.state(0).on_host);
+  EXPECT_TRUE(mm.state(1).on_host);
+  EXPECT_TRUE(mm.state(2).on_host);
+  EXPECT_TRUE(mm.state(3).on_device);
+  EXPECT_FALSE(mm.spill_file(0).empty());
+  EXPECT_TRUE(fs::exists(mm.spill_file(0)));
+  EXPECT_EQ(fs::path(mm.spill_file(0)).parent_path(), dir.path());
+  EXPECT_EQ(mm.spill_file(1), "");
+}
+
+// A task whose chunks fill the host must still be able to push the device's chunks out
+// through that host: its own host copies go to disk and come back.
+TEST(MemoryManager, TaskSourcesInAFullHostGoThroughDisk) {
+  TempDir dir;
+  FakeDevice dev(0, 32 * KiB);
+  MemoryManager mm({&dev}, MemoryLimits{32 * KiB, 32 * KiB, dir.str()});
+  std::mt19937_64 g = test::rng(5);
+  std::vector<std::vector<unsigned char>> content;
+  for (ChunkId id = 0; id < 4; ++id) {
+    mm.create(id, 16 * KiB, 0);
+    content.push_back(random_bytes(16 * KiB, g));
+    write_chunk(mm, id, content[id]);
+  }
+  // Device: 2 3; host: 0 1, each the only copy.
+  ASSERT_TRUE(mm.state(0).on_host && mm.state(1).on_host);
+  ASSERT_TRUE(mm.try_stage({{0, false}, {1, false}}));
+  for (ChunkId id : {0, 1}) {
+    EXPECT_EQ(std::memcmp(mm.data(id), content[id].data(), 16 * KiB), 0) << id;
+  }
+  mm.unstage({{0, false}, {1, false}});
+  for (ChunkId id : {2, 3}) {
+    EXPECT_FALSE(mm.state(id).on_device);
+    expect_chunk(mm, id, content[id]);
+  }
+  EXPECT_GT(mm.stats()[2].peak_bytes, 0u);
+}
+
+TEST(MemoryManager, StagingIsAllOrNothing) {
+  TempDir dir;
+  FakeDevice dev(0, 64 * KiB);
+  MemoryManager mm({&dev}, small_limits(dir.str()));
+  for (ChunkId id = 0; id < 5; ++id) mm.create(id, 16 * KiB, 0);
+  std::vector<ChunkUse> a{{0, true}, {1, false}, {2, true}};
+  std::vector<ChunkUse> b{{3, true}, {4, false}};
+  ASSERT_TRUE(mm.try_stage(a));
+  EXPECT_EQ(mm.pinned_bytes(0), 48 * KiB);
+  EXPECT_FALSE(mm.try_stage(b));  // 48 KiB pinned + 32 KiB > 64 KiB
+  EXPECT_EQ(mm.pinned_bytes(0), 48 * KiB);
+  for (ChunkId id : {3, 4}) {
+    EXPECT_EQ(mm.state(id).pins, 0);
+    EXPECT_FALSE(mm.state(id).on_device);
+  }
+  EXPECT_EQ(mm.stats()[0].used_bytes, 48 * KiB);  // nothing was brought in or evicted
+  EXPECT_EQ(mm.stats()[0].spilled_bytes, 0u);
+  mm.unstage(a);
+  ASSERT_TRUE(mm.try_stage(b));
+  EXPECT_EQ(mm.pinned_bytes(0), 32 * KiB);
+  // A chunk named twice by one task is pinned once.
+  ASSERT_TRUE(mm.try_stage({{3, false}, {3, true}}));
+  EXPECT_EQ(mm.state(3).pins, 2);
+  mm.unstage({{3, false}, {3, true}});
+  mm.unstage(b);
+  EXPECT_EQ(mm.pinned_bytes(0), 0u);
+  EXPECT_THROW(mm.unstage(b), Error);  // not staged any more
+}
+
+TEST(MemoryManager, OneTaskTooLargeIsOutOfMemory) {
+  TempDir dir;
+  FakeDevice dev(0, 64 * KiB);
+  MemoryManager mm({&dev}, small_limits(dir.str()));
+  std::vector<ChunkUse> task;
+  for (ChunkId id = 0; id < 5; ++id) {
+    mm.create(id, 16 * KiB, 0);
+    task.push_back({id, false});
+  }
+  ASSERT_TRUE(mm.try_stage({{0, true}}));
+  mm.unstage({{0, true}});
+  try {
+    mm.try_stage(task);
+    FAIL() << "expected OutOfMemoryError";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_EQ(e.space(), "fake:0");
+    EXPECT_EQ(e.requested(), 80 * KiB);
+    EXPECT_EQ(e.in_use(), 16 * KiB);
+    EXPECT_EQ(e.limit(), 64 * KiB);
+    std::string what = e.what();
+    EXPECT_NE(what.find("fake:0"), std::string::npos) << what;
+    EXPECT_NE(what.find("80.00 KiB"), std::string::npos) << what;
+    EXPECT_NE(what.find("16.00 KiB"), std::string::npos) << what;
+    EXPECT_NE(what.find("64.00 KiB"), std::string::npos) << what;
+    EXPECT_NE(what.find("GRIDSPAN_DEVICE_MEMORY"), std::string::npos) << what;
+  }
+  for (ChunkId id = 0; id < 5; ++id) EXPECT_EQ(mm.state(id).pins, 0);
+  EXPECT_EQ(mm.pinned_bytes(0), 0u);
+}
+
+TEST(MemoryManager, HostTooSmallForOneChunkIsOutOfMemory) {
+  TempDir dir;
+  FakeDevice dev(0, 32 * KiB);
+  MemoryManager mm({&dev}, MemoryLimits{32 * KiB, 8 * KiB, dir.str()});
+  for (ChunkId id = 0; id < 3; ++id) mm.create(id, 16 * KiB, 0);
+  write_chunk(mm, 0, std::vector<unsigned char>(16 * KiB, 1));
+  write_chunk(mm, 1, std::vector<unsigned char>(16 * KiB, 2));
+  try {
+    mm.try_stage({{2, true}});
+    FAIL() << "expected OutOfMemoryError";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_EQ(e.space(), "host");
+    EXPECT_EQ(e.requested(), 16 * KiB);
+    EXPECT_EQ(e.limit(), 8 * KiB);
+    EXPECT_NE(std::string(e.what()).find("GRIDSPAN_HOST_MEMORY"), std::string::npos);
+  }
+  EXPECT_EQ(mm.pinned_bytes(0), 0u);
+  expect_chunk(mm, 0, std::vector<unsigned char>(16 * KiB, 1));
+}
+
+// Fills chunk 0, then pushes it through the host to disk with chunks 1 and 2.
+void spill_chunk_zero(MemoryManager& mm, const std::vector<unsigned char>& content) {
+  for (ChunkId id = 0; id < 3; ++id) mm.create(id, content.size(), 0);
+  write_chunk(mm, 0, content);
+  write_chunk(mm, 1, content);
+  write_chunk(mm, 2, content);
+  ASSERT_TRUE(mm.state(0).on_disk);
+  ASSERT_FALSE(mm.state(0).on_host);
+}
+
+void flip_byte(const std::string& file, std::size_t offset) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.good()) << file;
+  f.seekg(static_cast<std::streamoff>(offset));
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x10);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(&c, 1);
+}
+
+TEST(MemoryManager, CorruptSpillFileIsAnError) {
+  std::mt19937_64 g = test::rng(3);
+  auto content = random_bytes(16 * KiB, g);
+  struct Damage {
+    const char* what;
+    std::function<void(const std::string&)> apply;
+    const char* expect;
+  };
+  std::vector<Damage> damages{
+      {"payload byte", [&](const std::string& f) { flip_byte(f, 40 + g() % (16 * KiB)); },
+       "checksum mismatch"},
+      {"header byte", [&](const std::string& f) { flip_byte(f, g() % 32); }, "corrupt"},
+      {"truncated", [&](const std::string& f) { fs::resize_file(f, 40 + 8 * KiB); },
+       "ends after 8192 of 16384 payload bytes"},
+      {"extra bytes", [&](const std::string& f) { fs::resize_file(f, 40 + 16 * KiB + 3); },
+       "longer"},
+      {"missing", [&](const std::string& f) { fs::remove(f); }, "cannot be opened"},
+  };
+  for (const Damage& damage : damages) {
+    SCOPED_TRACE(damage.what);
+    TempDir dir;
+    FakeDevice dev(0, 16 * KiB);
+    MemoryManager mm({&dev}, MemoryLimits{16 * KiB, 16 * KiB, dir.str()});
+    spill_chunk_zero(mm, content);
+    std::string file = mm.spill_file(0);
+    damage.apply(file);
+    try {
+      mm.try_stage({{0, false}});
+      FAIL() << "expected IoError";
+    } catch (const IoError& e) {
+      std::string what = e.what();
+      EXPECT_NE(what.find(damage.expect), std::string::npos) << what;
+      EXPECT_NE(what.find(file), std::string::npos) << what;
+      EXPECT_NE(what.find("chunk 0"), std::string::npos) << what;
+      EXPECT_NE(what.find("lost"), std::string::npos) << what;
+      EXPECT_NE(what.find("GRIDSPAN_SPILL_DIR"), std::string::npos) << what;
+    }
+    EXPECT_EQ(mm.state(0).pins, 0);
+    EXPECT_FALSE(mm.state(0).on_device);
+    // The other chunks are unharmed, and the lost chunk can be destroyed.
+    expect_chunk(mm, 1, content);
+    mm.destroy(0);
+  }
+}
+
+TEST(MemoryManager, UnwritableSpillDirIsAnErrorAtConstruction) {
+  TempDir dir;
+  std::string file = (dir.path() / "a-file").string();
+  std::ofstream(file) << "x";
+  FakeDevice dev(0, 16 * KiB);
+  for (const std::string& bad : {file + "/spill", file}) {
+    try {
+      MemoryManager mm({&dev}, MemoryLimits{16 * KiB, 16 * KiB, bad});
+      FAIL() << "expected IoError for " << bad;
+    } catch (const IoError& e) {
+      std::string what = e.what();
+      EXPECT_NE(what.find("GRIDSPAN_SPILL_DIR '" + bad + "' cannot be written"), std::string::npos)
+          << what;
+      EXPECT_NE(what.find("writable folder"), std::string::npos) << what;
+    }
+  }
+}
+
+TEST(MemoryManager, FailedSpillWriteIsAnErrorAndLosesNothing) {
+  TempDir dir;
+  fs::path spill = dir.path() / "spill";
+  FakeDevice dev(0, 16 * KiB);
+  MemoryManager mm({&dev}, MemoryLimits{16 * KiB, 16 * KiB, spill.string()});
+  std::vector<unsigned char> content(16 * KiB, 7);
+  for (ChunkId id = 0; id < 3; ++id) mm.create(id, 16 * KiB, 0);
+  write_chunk(mm, 0, content);
+  write_chunk(mm, 1, content);  // device: 1, host: 0
+  fs::remove_all(spill);        // the disk goes away under the manager
+  try {
+    mm.try_stage({{2, true}});  // 1 → host needs 0 → disk
+    FAIL() << "expected IoError";
+  } catch (const IoError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("cannot write spill file '" + (spill / "chunk-").string()),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find(std::strerror(ENOENT)), std::string::npos) << what;
+  }
+  EXPECT_EQ(mm.state(2).pins, 0);
+  EXPECT_TRUE(mm.state(0).on_host);
+  EXPECT_FALSE(mm.state(0).on_disk);
+  EXPECT_TRUE(mm.state(1).on_device);
+  fs::create_directories(spill);  // the disk is back: everything still works
+  ASSERT_TRUE(mm.try_stage({{2, true}}));
+  mm.unstage({{2, true}});
+  expect_chunk(mm, 0, content);
+  expect_chunk(mm, 1, content);
+}
+
+TEST(MemoryManager, SpillDirIsCreatedAndCleanedUp) {
+  TempDir dir;
+  fs::path nested = dir.path() / "a" / "b";
+  FakeDevice dev(0, 16 * KiB);
+  {
+    MemoryManager mm({&dev}, MemoryLimits{16 * KiB, 16 * KiB, nested.string()});
+    EXPECT_TRUE(fs::is_directory(nested));
+    EXPECT_TRUE(fs::is_empty(nested));  // the probe file is gone
+    spill_chunk_zero(mm, std::vector<unsigned char>(16 * KiB, 9));
+    EXPECT_FALSE(fs::is_empty(nested));
+    mm.destroy(0);  // its file goes with it
+    EXPECT_TRUE(fs::is_empty(nested));
+  }
+  EXPECT_TRUE(fs::is_directory(nested));
+}
+
+TEST(MemoryManager, DefaultSpillDirIsPrivateAndRemoved) {
+  TempDir tmp;
+  const char* old = std::getenv("TMPDIR");
+  std::string saved = old ? old : "";
+  ::setenv("TMPDIR", tmp.str().c_str(), 1);
+  FakeDevice dev(0, 16 * KiB);
+  {
+    MemoryManager mm({&dev}, MemoryLimits{16 * KiB, 16 * KiB, ""});
+    EXPECT_TRUE(fs::is_empty(tmp.path())) << "created before the first spill";
+    spill_chunk_zero(mm, std::vector<unsigned char>(16 * KiB, 9));
+    fs::path file = mm.spill_file(0);
+    EXPECT_EQ(file.parent_path().parent_path(), tmp.path());
+    EXPECT_EQ(file.parent_path().filename().string().rfind("gridspan-spill-", 0), 0u);
+    EXPECT_TRUE(fs::exists(file));
+  }
+  EXPECT_TRUE(fs::is_empty(tmp.path()));
+  if (old) {
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
+}
+
+// A scripted sequence with every number checked: one device of four 16 KiB chunks, a host
+// of two.
+TEST(MemoryManager, StatsAreExactAfterAScriptedSequence) {
+  TempDir dir;
+  FakeDevice dev(0, 64 * KiB);
+  MemoryManager mm({&dev}, MemoryLimits{64 * KiB, 32 * KiB, dir.str()});
+  constexpr std::size_t C = 16 * KiB;
+  for (ChunkId id = 0; id < 6; ++id) mm.create(id, C, 0);
+  auto stage = [&](ChunkId id, bool write) {
+    ASSERT_TRUE(mm.try_stage({{id, write}}));
+    mm.unstage({{id, write}});
+  };
+  auto expect = [&](std::size_t dev_used, std::size_t dev_spilled, std::size_t host_used,
+                    std::size_t host_spilled, std::size_t disk_used) {
+    auto s = mm.stats();
+    ASSERT_EQ(s.size(), 3u);
+    EXPECT_EQ(s[0].name, "fake:0");
+    EXPECT_EQ(s[0].used_bytes, dev_used);
+    EXPECT_EQ(s[0].total_bytes, 64 * KiB);
+    EXPECT_EQ(s[0].spilled_bytes, dev_spilled);
+    EXPECT_EQ(s[0].peak_bytes, 64 * KiB);
+    EXPECT_EQ(s[1].name, "host");
+    EXPECT_EQ(s[1].used_bytes, host_used);
+    EXPECT_EQ(s[1].total_bytes, 32 * KiB);
+    EXPECT_EQ(s[1].spilled_bytes, host_spilled);
+    EXPECT_EQ(s[2].name, "disk");
+    EXPECT_EQ(s[2].used_bytes, disk_used);
+    EXPECT_EQ(s[2].total_bytes, 0u);
+    EXPECT_EQ(s[2].spilled_bytes, 0u);
+  };
+  for (ChunkId id = 0; id < 4; ++id) stage(id, true);  // device: 0 1 2 3
+  stage(4, true);                                      // 0 → host
+  expect(4 * C, C, C, 0, 0);
+  stage(0, false);  // 1 → host; 0 back, its host copy kept
+  expect(4 * C, 2 * C, 2 * C, 0, 0);
+  EXPECT_TRUE(mm.state(0).on_host);
+  stage(2, false);  // resident: nothing moves.  Device LRU: 3 4 0 2
+  stage(1, false);  // 3 → host, which drops 0's redundant copy; 1 back.  LRU: 4 0 2 1
+  expect(4 * C, 3 * C, 2 * C, C, 0);
+  EXPECT_FALSE(mm.state(0).on_host);
+  EXPECT_TRUE(mm.state(1).on_host);
+  stage(1, true);  // a write: 1's host copy is stale and goes
+  expect(4 * C, 3 * C, C, C, 0);
+  EXPECT_FALSE(mm.state(1).on_host);
+  EXPECT_EQ(mm.stats()[1].cached_bytes, C);
+  stage(5, true);  // 4 → host (reusing the cached block).  LRU: 0 2 1 5
+  expect(4 * C, 4 * C, 2 * C, C, 0);
+  EXPECT_EQ(mm.stats()[1].cached_bytes, 0u);
+  stage(3, false);  // 0 → host, which spills 4 (its only copy) to disk; 3 back.  LRU: 2 1 5 3
+  expect(4 * C, 5 * C, 2 * C, 2 * C, C);
+  EXPECT_TRUE(mm.state(4).on_disk);
+  stage(4, false);  // 2 → host after dropping 3's redundant copy; 4 comes from disk through
+                    // the host, which spills 0 to disk for room.  Disk keeps 4's file.
+  expect(4 * C, 6 * C, 2 * C, 4 * C, 2 * C);
+  ChunkState s4 = mm.state(4);
+  EXPECT_TRUE(s4.on_device && s4.on_host && s4.on_disk);
+  EXPECT_TRUE(mm.state(0).on_disk && !mm.state(0).on_host);
+  EXPECT_EQ(mm.stats()[1].peak_bytes, 2 * C);
+  EXPECT_EQ(mm.stats()[2].peak_bytes, 2 * C);
+
+  // Writing 4 drops its host copy and its file as soon as it is staged.
+  ASSERT_TRUE(mm.try_stage({{4, true}}));
+  expect(4 * C, 6 * C, C, 4 * C, C);
+  s4 = mm.state(4);
+  EXPECT_TRUE(s4.on_device && !s4.on_host && !s4.on_disk && s4.pins == 1);
+  EXPECT_THROW(mm.destroy(4), Error);
+  mm.unstage({{4, true}});
+  mm.destroy(4);
+  expect(3 * C, 6 * C, C, 4 * C, C);
+  EXPECT_EQ(mm.stats()[0].cached_bytes, C);
+  EXPECT_EQ(dev.device_bytes(), 4 * C);  // used plus cached
+}
+
+TEST(MemoryManager, MisuseIsAnError) {
+  TempDir dir;
+  FakeDevice dev(0, 64 * KiB);
+  MemoryManager mm({&dev}, small_limits(dir.str()));
+  mm.create(1, 100, 0);
+  EXPECT_THROW(mm.create(1, 100, 0), Error);
+  EXPECT_THROW(mm.create(2, 100, 1), Error);
+  EXPECT_THROW(mm.try_stage({{5, false}}), Error);
+  EXPECT_THROW(mm.unstage({{1, false}}), Error);
+  EXPECT_THROW(mm.destroy(5), Error);
+  EXPECT_THROW(mm.pinned_bytes(3), Error);
+  EXPECT_THROW(mm.data(1), Error);
+}
+
+TEST(MemoryManager, DeviceCapacityIsTheDefaultLimitAndCacheIsReleasedFirst) {
+  TempDir dir;
+  FakeDevice dev(0, 32 * KiB);
+  MemoryManager mm({&dev}, MemoryLimits{0, 0, dir.str()});
+  EXPECT_EQ(mm.stats()[0].total_bytes, 32 * KiB);
+  EXPECT_EQ(mm.stats()[1].total_bytes, 0u);  // unbounded
+  // 8 KiB blocks fill the device, are freed to the cache, then a 16 KiB chunk needs the
+  // cached blocks given back (the fake device refuses to go over its capacity).
+  for (ChunkId id = 0; id < 4; ++id) {
+    mm.create(id, 8 * KiB, 0);
+    ASSERT_TRUE(mm.try_stage({{id, true}}));
+    mm.unstage({{id, true}});
+  }
+  mm.destroy(0);
+  mm.destroy(1);
+  EXPECT_EQ(mm.stats()[0].cached_bytes, 16 * KiB);
+  mm.create(10, 16 * KiB, 0);
+  ASSERT_TRUE(mm.try_stage({{10, true}}));
+  mm.unstage({{10, true}});
+  EXPECT_EQ(mm.stats()[0].spilled_bytes, 0u) << "released the cache instead of evicting";
+  EXPECT_EQ(mm.stats()[0].cached_bytes, 0u);
+  EXPECT_EQ(mm.stats()[0].used_bytes, 32 * KiB);
+}
+
+// Several threads stage random sets of chunks (with random writes) under small limits and
+// check every chunk's content against its last written checksum.
+TEST(MemoryManager, ConcurrentStagingKeepsDataIntact) {
+  TempDir dir;
+  FakeDevice dev0(0, 48 * KiB), dev1(1, 48 * KiB);
+  MemoryManager mm({&dev0, &dev1}, MemoryLimits{48 * KiB, 64 * KiB, dir.str()});
+  constexpr int kChunks = 16, kThreads = 4, kTasksPerThread = 300;
+  std::mt19937_64 setup = test::rng(4);
+  auto hash = [](const unsigned char* p, std::size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+  };
+  std::vector<uint64_t> checksum(kChunks);
+  std::vector<std::mutex> chunk_locks(kChunks);  // the scheduler's per-chunk ordering
+  for (int id = 0; id < kChunks; ++id) {
+    std::size_t bytes = (2 + setup() % 15) * 1024;  // 2..16 KiB
+    mm.create(id, bytes, id % 2);
+    auto content = random_bytes(bytes, setup);
+    checksum[id] = hash(content.data(), bytes);
+    write_chunk(mm, id, content);
+  }
+  std::atomic<int> bad{0}, timeouts{0}, retries{0};
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto worker = [&](int t) {
+    std::mt19937_64 g = test::rng(100 + t);
+    for (int task = 0; task < kTasksPerThread; ++task) {
+      std::vector<int> ids(kChunks);
+      std::iota(ids.begin(), ids.end(), 0);
+      std::shuffle(ids.begin(), ids.end(), g);
+      ids.resize(1 + g() % 3);
+      std::sort(ids.begin(), ids.end());  // lock in one order
+      std::vector<ChunkUse> uses;
+      for (int id : ids) uses.push_back({static_cast<ChunkId>(id), g() % 2 == 0});
+      for (int id : ids) chunk_locks[id].lock();
+      bool staged = false;
+      while (!(staged = mm.try_stage(uses))) {
+        ++retries;
+        if (std::chrono::steady_clock::now() > deadline) break;
+        std::this_thread::yield();
+      }
+      if (staged) {
+        for (const ChunkUse& use : uses) {
+          auto* p = static_cast<unsigned char*>(mm.data(use.chunk));
+          std::size_t n = mm.bytes(use.chunk);
+          if (hash(p, n) != checksum[use.chunk]) ++bad;
+          if (use.write) {
+            for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<unsigned char>(g() % 255 + 1);
+            checksum[use.chunk] = hash(p, n);
+          }
+        }
+        for (int d = 0; d < 2; ++d) {
+          if (mm.pinned_bytes(d) > 48 * KiB) ++bad;
+        }
+        mm.unstage(uses);
+      } else {
+        ++timeouts;
+      }
+      for (int id : ids) chunk_locks[id].unlock();
+      if (!staged) return;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, t);
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(timeouts.load(), 0) << "staging made no progress for 60 s";
+  auto stats = mm.stats();
+  EXPECT_GT(space(stats, "host").spilled_bytes, 0u) << "the limits should force spills";
+  EXPECT_EQ(mm.pinned_bytes(0) + mm.pinned_bytes(1), 0u);
+  std::printf("stress: %d retries of try_stage; spilled device %zu, host %zu bytes\n",
+              retries.load(), stats[0].spilled_bytes + stats[1].spilled_bytes,
+              space(stats, "host").spilled_bytes);
+}
+
+}  // namespace
+}  // namespace gridspan::runtime
