@@ -194,15 +194,21 @@ struct CheckInfo {
   int32_t param;
 };
 
-// Where an out-of-region access goes instead, so the kernel continues without harm.
+// Where an out-of-region access goes instead, so the kernel continues without harm. On the
+// cpu backend a namespace-scope thread_local (internal linkage): a function-local static in
+// a template would be a GNU "unique" TLS symbol, which LeakSanitizer cannot scan once the
+// kernel library is loaded with dlopen.
+#ifndef __CUDACC__
+alignas(16) static thread_local unsigned char t_scratch[16];
+#endif
 template <class T>
 GRIDSPAN_HD T& scratch() {
 #ifdef __CUDACC__
   __shared__ alignas(16) unsigned char buf[16];
-#else
-  alignas(16) static thread_local unsigned char buf[16];
-#endif
   return *reinterpret_cast<T*>(buf);
+#else
+  return *reinterpret_cast<T*>(t_scratch);
+#endif
 }
 
 /// True when (i0, i1, i2) lies in the region on the view's first `rank` axes (a 0-d view

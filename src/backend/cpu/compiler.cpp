@@ -384,6 +384,9 @@ bool wrapper_error_first(const std::string& output, const std::string& file,
 class CpuKernel final : public CompiledKernel {
  public:
   CpuKernel(void* handle, GsCpuEntry entry) : handle_(handle), entry_(entry) {}
+  // RTLD_NODELETE keeps the code mapped after dlclose: threads that ran the kernel still
+  // hold its thread_local storage (__shared__, checked-mode scratch), which LeakSanitizer
+  // and late thread exits would otherwise reach through a stale DTV entry.
   ~CpuKernel() override { dlclose(handle_); }
   void run(const GsLaunch& launch) const override { entry_(&launch, runtime_); }
 
@@ -395,7 +398,7 @@ class CpuKernel final : public CompiledKernel {
 
 // Loads a compiled kernel; null (with the reason in `error`) when the file is unusable.
 std::shared_ptr<CompiledKernel> load(const std::string& path, std::string& error) {
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!handle) {
     const char* e = dlerror();
     error = e ? e : "dlopen failed";
