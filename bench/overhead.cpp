@@ -99,7 +99,7 @@ double planner_tasks_per_second(int superblocks, int repeats) {
   spec.superblocks = gs::work::tiles({1}).superblocks(spec.threads, spec.block, 2);
   spec.arrays = {&meta};
   spec.int_scalars = {0};
-  spec.scalar_offsets = {0};
+  spec.scalar_offsets = std::make_shared<std::vector<uint32_t>>(1, 0);
   spec.scalars = std::make_shared<std::vector<unsigned char>>();
   std::size_t tasks = 0;
   auto t0 = std::chrono::steady_clock::now();

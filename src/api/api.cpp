@@ -155,7 +155,7 @@ class NativeExecutable : public plan::Executable {
       GsArrayArg& a = arrays[p];
       std::memset(&a, 0, sizeof a);
       if (!params_[p].is_array) {
-        scalars[p] = ex.scalars->data() + ex.scalar_offsets[p];
+        scalars[p] = ex.scalars->data() + (*ex.scalar_offsets)[p];
         continue;
       }
       const plan::ExecArg& arg = ex.arrays[p];
@@ -363,7 +363,7 @@ Event Kernel::launch_packed(const Dim& threads, const Dim& block, const WorkDist
   spec.block = block;
   spec.arrays.resize(params.size(), nullptr);
   spec.int_scalars.resize(params.size(), 0);
-  spec.scalar_offsets.resize(params.size(), 0);
+  auto offsets = std::make_shared<std::vector<uint32_t>>(params.size(), 0);
   auto blob = std::make_shared<std::vector<unsigned char>>();
   for (std::size_t i = 0; i < params.size(); ++i) {
     const auto& p = params[i];
@@ -390,12 +390,13 @@ Event Kernel::launch_packed(const Dim& threads, const Dim& block, const WorkDist
                         name, p.name, meta.shape.rank(), meta.shape.str(), p.type_text, p.rank));
       spec.arrays[i] = &meta;
     } else {
-      spec.scalar_offsets[i] = static_cast<uint32_t>((blob->size() + 7) / 8 * 8);
+      (*offsets)[i] = static_cast<uint32_t>((blob->size() + 7) / 8 * 8);
       pack_scalar(name, p, static_cast<int>(i), arg, *blob);
       if (!dtype_is_float(p.dtype)) spec.int_scalars[i] = static_cast<int64_t>(arg.value);
     }
   }
   spec.scalars = blob;
+  spec.scalar_offsets = offsets;
   spec.superblocks = work.superblocks(threads, block, driver_ptr()->device_count());
   return Event(state_->driver, state_->driver->launch(spec));
 }

@@ -234,11 +234,12 @@ std::vector<Superblock> WorkDistribution::superblocks(const Dim& threads, const 
 namespace work {
 
 WorkDistribution tiles(Dim per) {
-  std::string name = fmt::format("tiles({})", per.str());
-  return WorkDistribution(name, [per, name](const Dim& threads, const Dim& block, int devices) {
+  // The name is spelled out only in messages: launches build this on their hot path.
+  return WorkDistribution("tiles", [per](const Dim& threads, const Dim& block, int devices) {
+    auto name = [&] { return "tiles(" + per.str() + ")"; };
     if (per.rank() != threads.rank())
       throw LaunchError(fmt::format(
-          "work::{}: the superblock has rank {} but the launch's threads {} have rank {}", name,
+          "work::{}: the superblock has rank {} but the launch's threads {} have rank {}", name(),
           per.rank(), threads.str(), threads.rank()));
     Dim tile = Dim::of_rank(threads.rank(), 1);
     for (int a = 0; a < threads.rank(); ++a) {
@@ -247,7 +248,7 @@ WorkDistribution tiles(Dim per) {
         throw LaunchError(fmt::format(
             "work::{}: the superblock size {} is not a multiple of the block size {} on axis {}; "
             "make every superblock extent a multiple of the block's",
-            name, per.str(), block.str(), a));
+            name(), per.str(), block.str(), a));
       tile[a] = per[a] / b;
     }
     std::vector<Superblock> out;

@@ -220,20 +220,28 @@ static void unique(std::vector<TaskId>& deps) {
 
 Plan Planner::finish(std::vector<Task> tasks) {
   // The barrier waits for the tasks no other task of this plan waits for.
+  // The plan's tasks have the ids (first, last_task_]: a flag per id, no hashing.
   std::vector<TaskId> sinks;
   if (!tasks.empty()) {
-    std::unordered_map<TaskId, bool> has_successor;
-    has_successor.reserve(tasks.size() * 2);
+    TaskId first = last_task_ + 1;
+    for (auto& t : tasks) first = std::min(first, t.id);
+    std::vector<char> has_successor(last_task_ - first + 1, 0);
     for (auto& t : tasks)
-      for (TaskId d : t.deps) has_successor[d] = true;
+      for (TaskId d : t.deps)
+        if (d >= first) has_successor[d - first] = 1;
     for (auto& t : tasks)
-      if (!has_successor.count(t.id)) sinks.push_back(t.id);
+      if (!has_successor[t.id - first]) sinks.push_back(t.id);
+  }
+  Plan plan;
+  if (sinks.size() == 1) {  // one last task: it is what the caller waits for
+    plan.done = sinks[0];
+    plan.tasks = std::move(tasks);
+    return plan;
   }
   Task barrier;
   barrier.id = next_task();
   barrier.deps = std::move(sinks);
   barrier.payload = Barrier{};
-  Plan plan;
   plan.done = barrier.id;
   plan.tasks = std::move(tasks);
   plan.tasks.push_back(std::move(barrier));
@@ -338,6 +346,7 @@ struct ChunkIndex {
   std::vector<std::pair<int64_t, int>> by_lo;  // (lo on axis, chunk index)
 
   explicit ChunkIndex(const ArrayMeta& a) {
+    if (a.chunks.size() <= 8) return;  // few chunks: a linear scan is cheaper
     int rank = a.shape.rank();
     std::size_t best = 0;
     for (int ax = 0; ax < rank; ++ax) {
@@ -356,8 +365,9 @@ struct ChunkIndex {
 
   template <class F>
   void for_overlapping(const ArrayMeta& a, const Rect& r, F&& f) const {
-    if (a.shape.rank() == 0) {
-      for (int k = 0; k < static_cast<int>(a.chunks.size()); ++k) f(k);
+    if (a.shape.rank() == 0 || by_lo.empty()) {
+      for (int k = 0; k < static_cast<int>(a.chunks.size()); ++k)
+        if (a.shape.rank() == 0 || a.chunks[k].region.overlaps(r)) f(k);
       return;
     }
     int64_t from = r.lo[axis] - max_extent + 1;
@@ -373,10 +383,15 @@ struct ChunkIndex {
 struct Planner::LaunchState {
   std::vector<Task> tasks;
   std::unordered_map<const ArrayMeta*, ChunkIndex> index;
+  const ArrayMeta* last_array = nullptr;
+  const ChunkIndex* last_index = nullptr;
 
   const ChunkIndex& index_of(const ArrayMeta* a) {
+    if (a == last_array) return *last_index;
     auto it = index.find(a);
     if (it == index.end()) it = index.emplace(a, ChunkIndex(*a)).first;
+    last_array = a;
+    last_index = &it->second;
     return it->second;
   }
 };
@@ -396,7 +411,8 @@ Plan Planner::launch(const LaunchSpec& spec) {
   tasks.reserve(spec.superblocks.size() * 2);
 
   // Pass 1: every superblock's access regions.
-  std::vector<std::vector<Access>> accesses(spec.superblocks.size());
+  auto& accesses = accesses_;  // reused across launches: no allocation in steady state
+  if (accesses.size() < spec.superblocks.size()) accesses.resize(spec.superblocks.size());
   for (std::size_t s = 0; s < spec.superblocks.size(); ++s)
     bound.regions(spec.superblocks[s].blocks, accesses[s]);
 
@@ -485,7 +501,7 @@ Plan Planner::launch(const LaunchSpec& spec) {
     ex.grid = grid;
     ex.arrays.resize(np);
     ex.scalars = spec.scalars;
-    ex.scalar_offsets = spec.scalar_offsets;
+    ex.scalar_offsets = spec.scalar_offsets;  // shared, not copied
     std::vector<int> atomic_params;
 
     // Resolve every array argument to a chunk or a temporary.

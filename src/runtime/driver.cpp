@@ -14,6 +14,7 @@ Driver::Driver(const Config& config) : config_(config) {
   log::set_level(config_.log_level);
   backend_ = backend::make_cpu_backend(config_);
   auto devices = backend_->devices();
+  devices_ = static_cast<int>(devices.size());
   MemoryLimits limits;
   limits.device_bytes = config_.device_memory;
   limits.host_bytes = config_.host_memory;
@@ -141,7 +142,7 @@ void KernelExecutable::run(const plan::ExecFrame& frame) const {
     std::memset(&a, 0, sizeof a);
     scalars[p] = nullptr;
     if (!params_[p].is_array) {
-      scalars[p] = ex.scalars->data() + ex.scalar_offsets[p];
+      scalars[p] = ex.scalars->data() + (*ex.scalar_offsets)[p];
       continue;
     }
     const plan::ExecArg& arg = ex.arrays[p];

@@ -44,7 +44,9 @@ Worker::Worker(std::vector<backend::Device*> devices, MemoryManager& memory,
 Worker::~Worker() {
   {
     std::unique_lock<std::mutex> lock(mutex_);
+    ++waiting_all_;
     wake_waiters_.wait(lock, [&] { return pending_.empty(); });
+    --waiting_all_;
     stop_ = true;
   }
   wake_scheduler_.notify_all();
@@ -52,7 +54,7 @@ Worker::~Worker() {
 }
 
 void Worker::submit(std::vector<Task>&& tasks) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   // All of the batch first: a task may depend on one that comes later in the batch.
   std::vector<Node*> nodes;
   nodes.reserve(tasks.size());
@@ -76,9 +78,12 @@ void Worker::submit(std::vector<Task>&& tasks) {
       }
     }
   }
+  // Tasks ready at once are dispatched by the submitting thread: one hand-off fewer.
+  std::deque<Node*> work;
   for (Node* node : nodes)
-    if (node->missing == 0) ready_.push_back(node);
-  wake_scheduler_.notify_one();
+    if (node->missing == 0) work.push_back(node);
+  lock.unlock();
+  if (!work.empty()) process(work, -1);
 }
 
 bool Worker::is_done(TaskId id) const {
@@ -88,7 +93,11 @@ bool Worker::is_done(TaskId id) const {
 
 void Worker::wait(TaskId id) {
   std::unique_lock<std::mutex> lock(mutex_);
-  wake_waiters_.wait(lock, [&] { return !pending_.count(id); });
+  if (pending_.count(id)) {
+    auto at = waited_.insert(id);
+    wake_waiters_.wait(lock, [&] { return !pending_.count(id); });
+    waited_.erase(at);
+  }
   auto f = failed_.find(id);
   if (f != failed_.end()) {
     if (unreported_ == f->second) unreported_ = nullptr;
@@ -98,7 +107,9 @@ void Worker::wait(TaskId id) {
 
 void Worker::wait_all() {
   std::unique_lock<std::mutex> lock(mutex_);
+  ++waiting_all_;
   wake_waiters_.wait(lock, [&] { return pending_.empty(); });
+  --waiting_all_;
   if (unreported_) {
     auto e = unreported_;
     unreported_ = nullptr;
@@ -123,106 +134,121 @@ void Worker::scheduler_loop() {
       blocked_.clear();
     }
     progress_ = false;
-    while (!ready_.empty()) {
-      Node* node = ready_.front();
-      ready_.pop_front();
-      if (!dispatch(node)) blocked_.push_back(node);
-    }
+    std::deque<Node*> work;
+    work.swap(ready_);
+    lock.unlock();
+    process(work, -1);
+    lock.lock();
   }
 }
 
-// Under the lock. Inline tasks complete here; others are staged and handed to an executor.
-bool Worker::dispatch(Node* node) {
-  Task& t = node->task;
-  if (node->error && !runs_after_failure(t)) {
-    auto error = node->error;
-    TaskId id = t.id;
-    mutex_.unlock();
-    complete(id, error);
-    mutex_.lock();
-    return true;
-  }
-  if (runs_inline(t)) {
-    std::exception_ptr error = node->error;
-    TaskId id = t.id;
-    mutex_.unlock();
-    try {
-      if (auto* c = std::get_if<plan::CreateChunk>(&t.payload))
-        memory_.create(c->chunk, c->bytes, t.device);
-      else if (auto* d = std::get_if<plan::DeleteChunk>(&t.payload))
-        memory_.destroy(d->chunk);
-    } catch (...) {
-      if (!error) error = std::current_exception();
-    }
-    complete(id, error);
-    mutex_.lock();
-    return true;
-  }
-  if (node->uses.empty()) {
-    std::vector<std::pair<plan::ChunkId, bool>> uses;
-    t.chunk_uses(uses);
-    node->uses.reserve(uses.size());
-    std::size_t bytes = 0;
-    try {
-      for (auto& [chunk, write] : uses) {
-        node->uses.push_back(ChunkUse{chunk, write});
-        bytes += memory_.bytes(chunk);
+// Runs ready tasks until none is left: inline tasks here; device tasks are staged and
+// handed to their device or, when `here` is that device's executor thread, run right here,
+// so a finished task's successors continue on the same thread without a hand-off.
+void Worker::process(std::deque<Node*>& work, int here) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!work.empty()) {
+    Node* node = work.front();
+    work.pop_front();
+    Task& t = node->task;
+    bool skip = node->error && !runs_after_failure(t);
+    if (skip || runs_inline(t)) {
+      std::exception_ptr error = node->error;
+      if (!skip) {
+        lock.unlock();
+        try {
+          if (auto* c = std::get_if<plan::CreateChunk>(&t.payload))
+            memory_.create(c->chunk, c->bytes, t.device);
+          else if (auto* d = std::get_if<plan::DeleteChunk>(&t.payload))
+            memory_.destroy(d->chunk);
+        } catch (...) {
+          if (!error) error = std::current_exception();
+        }
+        lock.lock();
       }
-    } catch (const Error& e) {
-      node->uses.clear();
-      TaskId id = t.id;
-      auto error = std::make_exception_ptr(
-          Error(fmt::format("{} (task {} {} on device {})", e.what(), id, t.kind(), t.device)));
-      mutex_.unlock();
-      complete(id, error);
-      mutex_.lock();
-      return true;
+      finish(node, error, work);
+      continue;
     }
-    node->staged_bytes = bytes;
+    std::exception_ptr error;
+    if (node->uses.empty()) {
+      std::vector<std::pair<plan::ChunkId, bool>> uses;
+      t.chunk_uses(uses);
+      std::size_t bytes = 0;
+      try {
+        for (auto& [chunk, write] : uses) {
+          node->uses.push_back(ChunkUse{chunk, write});
+          bytes += memory_.bytes(chunk);
+        }
+      } catch (const Error& e) {
+        node->uses.clear();
+        error = std::make_exception_ptr(
+            Error(fmt::format("{} (task {} {} on device {})", e.what(), t.id, t.kind(), t.device)));
+      }
+      node->staged_bytes = bytes;
+    }
+    int dev = t.device;
+    if (!error) {
+      if (staged_tasks_[dev] > 0 && staged_bytes_[dev] + node->staged_bytes > staging_limit_) {
+        ++stats_.stage_retries;
+        blocked_.push_back(node);
+        continue;
+      }
+      bool staged = false;
+      try {
+        staged = memory_.try_stage(node->uses);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      if (!error && !staged) {
+        ++stats_.stage_retries;
+        blocked_.push_back(node);
+        continue;
+      }
+    }
+    if (error) {
+      finish(node, error, work);
+      continue;
+    }
+    staged_bytes_[dev] += node->staged_bytes;
+    ++staged_tasks_[dev];
+    if (dev == here) {
+      lock.unlock();
+      std::exception_ptr e;
+      try {
+        run_task(node);
+      } catch (...) {
+        e = std::current_exception();
+      }
+      unstage(node, e);
+      lock.lock();
+      finish(node, e, work);
+    } else {
+      devices_[dev]->submit([this, node] { run_task(node); },
+                            [this, node, dev](std::exception_ptr e) {
+                              unstage(node, e);
+                              std::deque<Node*> next;
+                              {
+                                std::lock_guard<std::mutex> lock(mutex_);
+                                finish(node, e, next);
+                              }
+                              process(next, dev);
+                            });
+    }
   }
-  int dev = t.device;
-  if (staged_tasks_[dev] > 0 && staged_bytes_[dev] + node->staged_bytes > staging_limit_) {
-    ++stats_.stage_retries;
-    return false;
-  }
-  bool staged = false;
-  std::exception_ptr error;
+  if (progress_ && !blocked_.empty()) wake_scheduler_.notify_one();
+}
+
+// Unpins a task's chunks (a failure here becomes the task's error). Without the lock.
+void Worker::unstage(Node* node, std::exception_ptr& error) {
   try {
-    staged = memory_.try_stage(node->uses);
+    memory_.unstage(node->uses);
   } catch (...) {
-    error = std::current_exception();
+    if (!error) error = std::current_exception();
   }
-  if (error) {
-    TaskId id = t.id;
-    mutex_.unlock();
-    complete(id, error);
-    mutex_.lock();
-    return true;
-  }
-  if (!staged) {
-    ++stats_.stage_retries;
-    return false;
-  }
-  staged_bytes_[dev] += node->staged_bytes;
-  ++staged_tasks_[dev];
-  ++running_;
-  devices_[dev]->submit([this, node] { run_task(node); },
-                        [this, node](std::exception_ptr e) {
-                          try {
-                            memory_.unstage(node->uses);
-                          } catch (...) {
-                            if (!e) e = std::current_exception();
-                          }
-                          {
-                            std::lock_guard<std::mutex> lock(mutex_);
-                            staged_bytes_[node->task.device] -= node->staged_bytes;
-                            --staged_tasks_[node->task.device];
-                            --running_;
-                            progress_ = true;
-                          }
-                          complete(node->task.id, e);
-                        });
-  return true;
+  std::lock_guard<std::mutex> lock(mutex_);
+  staged_bytes_[node->task.device] -= node->staged_bytes;
+  --staged_tasks_[node->task.device];
+  progress_ = true;
 }
 
 void Worker::run_task(Node* node) {
@@ -259,29 +285,27 @@ void Worker::run_task(Node* node) {
       t.payload);
 }
 
-void Worker::complete(TaskId id, std::exception_ptr error) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = pending_.find(id);
-  if (it == pending_.end()) return;
-  Node& node = it->second;
-  // A barrier or deletion after a failure reports the failure it inherited.
-  if (!error && node.error && std::holds_alternative<plan::Barrier>(node.task.payload))
-    error = node.error;
+// Under the lock: records the end of a task and appends the successors it made ready.
+void Worker::finish(Node* node, std::exception_ptr error, std::deque<Node*>& ready) {
+  TaskId id = node->task.id;
+  // A barrier after a failure reports the failure it inherited.
+  if (!error && node->error && std::holds_alternative<plan::Barrier>(node->task.payload))
+    error = node->error;
   if (error) {
     failed_[id] = error;
     ++stats_.tasks_failed;
-    if (!unreported_ && !node.error) unreported_ = error;
+    if (!unreported_ && !node->error) unreported_ = error;
   } else {
     ++stats_.tasks_run;
   }
-  for (TaskId s : node.successors) {
+  for (TaskId s : node->successors) {
     Node& succ = pending_.at(s);
     if (error && !succ.error) succ.error = error;
-    if (--succ.missing == 0) ready_.push_back(&succ);
+    if (--succ.missing == 0) ready.push_back(&succ);
   }
-  pending_.erase(it);
-  wake_scheduler_.notify_one();
-  wake_waiters_.notify_all();
+  bool waited = waited_.count(id) > 0;
+  pending_.erase(id);
+  if (waited || (waiting_all_ > 0 && pending_.empty())) wake_waiters_.notify_all();
 }
 
 }  // namespace gridspan::runtime

@@ -52,7 +52,7 @@ struct Fixture {
     s.superblocks = work.superblocks(threads, block, devices);
     s.arrays = std::move(arrays);
     s.int_scalars.assign(params.size(), 0);
-    s.scalar_offsets.assign(params.size(), 0);
+    s.scalar_offsets = std::make_shared<std::vector<uint32_t>>(params.size(), 0);
     s.scalars = std::make_shared<std::vector<unsigned char>>();
     return planner.launch(s);
   }

@@ -46,7 +46,7 @@ struct LaunchSpec {
   std::vector<const ArrayMeta*> arrays;  // per parameter; null for scalars
   std::vector<int64_t> int_scalars;      // per parameter; integer scalar values (else 0)
   std::shared_ptr<const std::vector<unsigned char>> scalars;
-  std::vector<uint32_t> scalar_offsets;
+  std::shared_ptr<const std::vector<uint32_t>> scalar_offsets;  // per parameter
 };
 
 /// The tasks one call produced, and the barrier that completes when all of them have.
@@ -96,6 +96,7 @@ class Planner {
   TaskId last_task_ = 0;
   ChunkId last_chunk_ = 0;
   std::unordered_map<ChunkId, std::vector<Record>> records_;
+  std::vector<std::vector<annotation::Access>> accesses_;  // per superblock, reused
 };
 
 /// The identity of `op` for `dtype`, as elem bytes (0 for +, 1 for *, the largest value for

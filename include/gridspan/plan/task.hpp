@@ -86,7 +86,7 @@ struct Execute {
   Dim block, grid;              // block size and blocks of the whole launch
   std::vector<ExecArg> arrays;  // per parameter (scalars: chunk.id 0)
   std::shared_ptr<const std::vector<unsigned char>> scalars;  // packed scalar values
-  std::vector<uint32_t> scalar_offsets;                       // per parameter
+  std::shared_ptr<const std::vector<uint32_t>> scalar_offsets;  // per parameter
 };
 /// Completes when its dependencies have: what an Event waits for.
 struct Barrier {};

@@ -67,6 +67,7 @@ class Driver {
 
   Config config_;
   std::unique_ptr<backend::Backend> backend_;
+  int devices_ = 0;
   std::unique_ptr<MemoryManager> memory_;
   std::unique_ptr<Worker> worker_;
   mutable std::mutex mutex_;

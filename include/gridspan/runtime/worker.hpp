@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "gridspan/backend/device.hpp"
@@ -54,9 +55,10 @@ class Worker {
     std::vector<ChunkUse> uses;
   };
   void scheduler_loop();
-  bool dispatch(Node* node);  // under lock; false if it cannot be staged now
+  void process(std::deque<Node*>& work, int here);
   void run_task(Node* node);  // on an executor thread
-  void complete(plan::TaskId id, std::exception_ptr error);
+  void unstage(Node* node, std::exception_ptr& error);
+  void finish(Node* node, std::exception_ptr error, std::deque<Node*>& ready);
 
   std::vector<backend::Device*> devices_;
   MemoryManager& memory_;
@@ -71,7 +73,8 @@ class Worker {
   std::vector<std::size_t> staged_bytes_;
   std::vector<int> staged_tasks_;
   plan::TaskId max_submitted_ = 0;
-  std::size_t running_ = 0;
+  std::unordered_multiset<plan::TaskId> waited_;  // tasks a wait() is blocked on
+  int waiting_all_ = 0;
   bool stop_ = false;
   bool progress_ = false;  // something was unstaged since the last staging attempt
   std::exception_ptr unreported_;

@@ -3,6 +3,7 @@
 // src/backend/ and the backend tests include this; everything else uses device.hpp.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -52,6 +53,7 @@ class CpuDevice final : public Device {
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<Task> queue_;
+  int sleepers_ = 0;  // executor threads waiting on ready_
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };

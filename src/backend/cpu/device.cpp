@@ -73,11 +73,13 @@ void CpuDevice::copy_from_host(void* device, const void* host, std::size_t bytes
 }
 
 void CpuDevice::submit(std::function<void()> work, std::function<void(std::exception_ptr)> done) {
+  bool wake;
   {
     std::lock_guard lock(mutex_);
     queue_.push_back(Task{std::move(work), std::move(done)});
+    wake = sleepers_ > 0;  // no futex call when every executor is busy
   }
-  ready_.notify_one();
+  if (wake) ready_.notify_one();
 }
 
 void CpuDevice::executor_loop() {
@@ -85,7 +87,9 @@ void CpuDevice::executor_loop() {
     Task task;
     {
       std::unique_lock lock(mutex_);
+      ++sleepers_;
       ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      --sleepers_;
       if (queue_.empty()) return;  // stopping, and everything submitted has run
       task = std::move(queue_.front());
       queue_.pop_front();
