@@ -287,6 +287,7 @@ Kernel Context::compile(const KernelDef& def) {
   auto compiled = driver_->backend().compile(src);
   state->executable = std::make_shared<runtime::KernelExecutable>(def.function(), state->params,
                                                                   compiled, src.checked);
+  driver_->retain(state->executable);
   return Kernel(state);
 }
 
@@ -298,6 +299,7 @@ Kernel Context::compile(const NativeDef& def) {
   state->annotation =
       parse_annotations(def.name(), def.annotations(), state->params, def.defines());
   state->executable = std::make_shared<NativeExecutable>(def.name(), def.params(), def.invoker());
+  driver_->retain(state->executable);
   return Kernel(state);
 }
 

@@ -495,7 +495,7 @@ Plan Planner::launch(const LaunchSpec& spec) {
     exec.id = next_task();
     exec.device = dev;
     Execute ex;
-    ex.executable = spec.executable;
+    ex.executable = spec.executable.get();
     ex.blocks = sb.blocks;
     ex.block = spec.block;
     ex.grid = grid;

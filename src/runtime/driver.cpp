@@ -92,6 +92,11 @@ plan::TaskId Driver::launch(const plan::LaunchSpec& spec) {
   return submit(planner_->launch(spec));
 }
 
+void Driver::retain(std::shared_ptr<const plan::Executable> executable) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  executables_.push_back(std::move(executable));
+}
+
 void Driver::wait(plan::TaskId task) {
   worker_->wait(task);
 }

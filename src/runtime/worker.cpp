@@ -43,7 +43,7 @@ Worker::Worker(std::vector<backend::Device*> devices, MemoryManager& memory,
 
 Worker::~Worker() {
   {
-    std::unique_lock<std::mutex> lock(mutex_);
+    std::unique_lock<AdaptiveMutex> lock(mutex_);
     ++waiting_all_;
     wake_waiters_.wait(lock, [&] { return pending_.empty(); });
     --waiting_all_;
@@ -54,7 +54,9 @@ Worker::~Worker() {
 }
 
 void Worker::submit(std::vector<Task>&& tasks) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<AdaptiveMutex> lock(mutex_);
+  std::vector<decltype(pending_)::node_type> finished;
+  finished.swap(finished_);
   // All of the batch first: a task may depend on one that comes later in the batch.
   std::vector<Node*> nodes;
   nodes.reserve(tasks.size());
@@ -87,12 +89,13 @@ void Worker::submit(std::vector<Task>&& tasks) {
 }
 
 bool Worker::is_done(TaskId id) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<AdaptiveMutex> lock(mutex_);
   return id <= max_submitted_ && !pending_.count(id);
 }
 
 void Worker::wait(TaskId id) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<AdaptiveMutex> lock(mutex_);
+  finished_.clear();
   if (pending_.count(id)) {
     auto at = waited_.insert(id);
     wake_waiters_.wait(lock, [&] { return !pending_.count(id); });
@@ -106,10 +109,11 @@ void Worker::wait(TaskId id) {
 }
 
 void Worker::wait_all() {
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<AdaptiveMutex> lock(mutex_);
   ++waiting_all_;
   wake_waiters_.wait(lock, [&] { return pending_.empty(); });
   --waiting_all_;
+  finished_.clear();
   if (unreported_) {
     auto e = unreported_;
     unreported_ = nullptr;
@@ -118,12 +122,12 @@ void Worker::wait_all() {
 }
 
 WorkerStats Worker::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<AdaptiveMutex> lock(mutex_);
   return stats_;
 }
 
 void Worker::scheduler_loop() {
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<AdaptiveMutex> lock(mutex_);
   while (true) {
     wake_scheduler_.wait(
         lock, [&] { return stop_ || !ready_.empty() || (progress_ && !blocked_.empty()); });
@@ -146,7 +150,7 @@ void Worker::scheduler_loop() {
 // handed to their device or, when `here` is that device's executor thread, run right here,
 // so a finished task's successors continue on the same thread without a hand-off.
 void Worker::process(std::deque<Node*>& work, int here) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<AdaptiveMutex> lock(mutex_);
   while (!work.empty()) {
     Node* node = work.front();
     work.pop_front();
@@ -228,7 +232,7 @@ void Worker::process(std::deque<Node*>& work, int here) {
                               unstage(node, e);
                               std::deque<Node*> next;
                               {
-                                std::lock_guard<std::mutex> lock(mutex_);
+                                std::lock_guard<AdaptiveMutex> lock(mutex_);
                                 finish(node, e, next);
                               }
                               process(next, dev);
@@ -245,7 +249,7 @@ void Worker::unstage(Node* node, std::exception_ptr& error) {
   } catch (...) {
     if (!error) error = std::current_exception();
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<AdaptiveMutex> lock(mutex_);
   staged_bytes_[node->task.device] -= node->staged_bytes;
   --staged_tasks_[node->task.device];
   progress_ = true;
@@ -304,7 +308,11 @@ void Worker::finish(Node* node, std::exception_ptr error, std::deque<Node*>& rea
     if (--succ.missing == 0) ready.push_back(&succ);
   }
   bool waited = waited_.count(id) > 0;
-  pending_.erase(id);
+  // The node is freed by the next submit() or wait, on the thread that allocated it: a free
+  // from another thread costs the allocator's arena lock and cache lines on every task.
+  // Host data a write carried goes at once.
+  if (auto* w = std::get_if<plan::HostWrite>(&node->task.payload)) w->data.reset();
+  finished_.push_back(pending_.extract(id));
   if (waited || (waiting_all_ > 0 && pending_.empty())) wake_waiters_.notify_all();
 }
 

@@ -119,7 +119,8 @@ TEST(Worker, FailurePropagatesToSuccessorsAndWaiters) {
   std::vector<Task> tasks;
   tasks.push_back(rig.task(0, plan::CreateChunk{1, 40}));
   plan::Execute ex;
-  ex.executable = std::make_shared<Throws>();
+  Throws throws;
+  ex.executable = &throws;
   ex.blocks = box;
   ex.block = {1};
   ex.grid = {10};

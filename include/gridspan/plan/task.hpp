@@ -81,11 +81,13 @@ struct ExecArg {
   bool write;  // the task writes the chunk
 };
 struct Execute {
-  std::shared_ptr<const Executable> executable;
+  // Not owned: the driver keeps every compiled executable alive for the context's life (no
+  // reference count shared by every task of a kernel, bumped from several threads).
+  const Executable* executable = nullptr;
   Rect blocks;                  // the superblock, in blocks
   Dim block, grid;              // block size and blocks of the whole launch
   std::vector<ExecArg> arrays;  // per parameter (scalars: chunk.id 0)
-  std::shared_ptr<const std::vector<unsigned char>> scalars;  // packed scalar values
+  std::shared_ptr<const std::vector<unsigned char>> scalars;    // packed scalar values
   std::shared_ptr<const std::vector<uint32_t>> scalar_offsets;  // per parameter
 };
 /// Completes when its dependencies have: what an Event waits for.

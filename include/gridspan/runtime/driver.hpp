@@ -53,6 +53,9 @@ class Driver {
   /// Plans and submits one launch; returns the task to wait for.
   plan::TaskId launch(const plan::LaunchSpec& spec);
 
+  /// Keeps an executable alive as long as the driver (tasks point to it without owning it).
+  void retain(std::shared_ptr<const plan::Executable> executable);
+
   void wait(plan::TaskId task);
   bool is_done(plan::TaskId task) const;
   void synchronize();
@@ -74,6 +77,7 @@ class Driver {
   std::unique_ptr<plan::Planner> planner_;
   uint64_t next_array_ = 0;
   bool keep_plans_ = false;
+  std::vector<std::shared_ptr<const plan::Executable>> executables_;
   std::string last_dot_;
 };
 

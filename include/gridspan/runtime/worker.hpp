@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gridspan/backend/device.hpp"
+#include "gridspan/core/mutex.hpp"
 #include "gridspan/plan/task.hpp"
 #include "gridspan/runtime/memory.hpp"
 
@@ -64,10 +65,11 @@ class Worker {
   MemoryManager& memory_;
   std::size_t staging_limit_;
 
-  mutable std::mutex mutex_;
-  std::condition_variable wake_scheduler_, wake_waiters_;
+  mutable AdaptiveMutex mutex_;
+  std::condition_variable_any wake_scheduler_, wake_waiters_;
   std::unordered_map<plan::TaskId, Node> pending_;
   std::unordered_map<plan::TaskId, std::exception_ptr> failed_;
+  std::vector<std::unordered_map<plan::TaskId, Node>::node_type> finished_;  // freed by submit
   std::deque<Node*> ready_;
   std::deque<Node*> blocked_;  // ready, but could not be staged yet
   std::vector<std::size_t> staged_bytes_;

@@ -53,7 +53,8 @@ class CpuDevice final : public Device {
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<Task> queue_;
-  int sleepers_ = 0;  // executor threads waiting on ready_
+  std::atomic<std::size_t> queued_{0};  // queue_.size(), readable without the lock
+  int sleepers_ = 0;                    // executor threads waiting on ready_
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };
