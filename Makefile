@@ -1,6 +1,7 @@
 # gridspan: `make demo` and `make test` do all set-up on a fresh Debian machine.
 BUILD    ?= build
 ASAN     ?= build-asan
+BENCH    ?= build-bench
 TYPE     ?= RelWithDebInfo
 JOBS     ?= $(shell nproc)
 LAUNCHER := $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
@@ -34,11 +35,11 @@ sanitize: $(ASAN)/build.ninja
 	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  GRIDSPAN_FUZZ_PROGRAMS=$${GRIDSPAN_FUZZ_PROGRAMS:-60} ctest --output-on-failure -j $(JOBS)
 
-bench: $(BUILD)/build.ninja
+bench:
 	@scripts/install-deps.sh libstarpu-dev
-	$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
-	cmake --build $(BUILD) -j $(JOBS)
-	scripts/run-bench.sh $(BUILD)
+	$(CMAKE) -S . -B $(BENCH) -DCMAKE_BUILD_TYPE=Release -DGRIDSPAN_BUILD_TESTS=OFF
+	cmake --build $(BENCH) -j $(JOBS) --target bench_overhead bench_demo
+	scripts/run-bench.sh $(BENCH)
 
 clean:
-	rm -rf $(BUILD) $(ASAN)
+	rm -rf $(BUILD) $(ASAN) $(BENCH)

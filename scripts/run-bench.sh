@@ -9,7 +9,7 @@ log="$root/bench/results/cpu-$stamp.txt"
 {
   echo "# $(date -u) on $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
   echo "## bench_overhead"
-  "$build/bench/bench_overhead" --benchmark_min_time=0.2s
+  "$build/bench/bench_overhead" --benchmark_min_time=0.2
   echo "## bench_demo 2"
   "$build/bench/bench_demo" 2
 } 2>&1 | tee "$log"
