@@ -151,26 +151,7 @@ class NativeExecutable : public plan::Executable {
     std::size_t n = params_.size();
     std::vector<GsArrayArg> arrays(n);
     std::vector<const void*> scalars(n, nullptr);
-    for (std::size_t p = 0; p < n; ++p) {
-      GsArrayArg& a = arrays[p];
-      std::memset(&a, 0, sizeof a);
-      if (!params_[p].is_array) {
-        scalars[p] = ex.scalars->data() + (*ex.scalar_offsets)[p];
-        continue;
-      }
-      const plan::ExecArg& arg = ex.arrays[p];
-      a.data = frame.data[p];
-      a.rank = params_[p].rank;
-      a.mode = static_cast<int32_t>(arg.mode);
-      a.op = static_cast<int32_t>(arg.op);
-      a.elem_size = static_cast<int32_t>(dtype_size(params_[p].dtype));
-      for (int ax = 0; ax < 3; ++ax) {
-        a.lo[ax] = arg.chunk.rect.lo[ax];
-        a.extent[ax] = a.data ? arg.chunk.rect.hi[ax] - arg.chunk.rect.lo[ax] : 0;
-        a.region_lo[ax] = arg.region.lo[ax];
-        a.region_hi[ax] = arg.region.hi[ax];
-      }
-    }
+    runtime::frame_arguments(params_, frame, arrays.data(), scalars.data());
     NativeContext ctx{frame.device, ex.blocks, ex.block, ex.grid};
     invoke_(ctx, arrays.data(), scalars.data());
   }

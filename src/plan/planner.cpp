@@ -693,6 +693,29 @@ Plan Planner::launch(const LaunchSpec& spec) {
         deps = rs.device_users[device];
       return deps;
     };
+    // One Reduce task combining `parts` (in order) into a new partial on `device`.
+    auto reduce_into = [&](const std::vector<Partial>& parts, int device) {
+      Rect box = parts[0].chunk.rect;
+      for (auto& part : parts) box = box.bounding_union(part.chunk.rect);
+      auto [ref, created] = new_temp(box, device, a->elem_size);
+      Task red;
+      red.id = next_task();
+      red.device = device;
+      red.deps = {created};
+      Reduce payload{ref, {}, rs.op, a->dtype};
+      for (auto& part : parts) {
+        auto deps = producers_of(part, part.device);
+        red.deps.insert(red.deps.end(), deps.begin(), deps.end());
+        payload.srcs.push_back(part.chunk);
+        users[part.chunk.id].push_back(red.id);
+      }
+      unique(red.deps);
+      red.payload = std::move(payload);
+      to_delete.emplace_back(ref.id, device);
+      Partial out{ref, device, red.id};
+      tasks.push_back(std::move(red));
+      return out;
+    };
     for (int d = 0; d < devices_; ++d) {
       auto& parts = rs.per_device[d];
       if (parts.empty()) continue;
@@ -701,51 +724,12 @@ Plan Planner::launch(const LaunchSpec& spec) {
         to_delete.emplace_back(parts[0].chunk.id, d);
         continue;
       }
-      Rect box = parts[0].chunk.rect;
-      for (auto& part : parts) box = box.bounding_union(part.chunk.rect);
-      auto [ref, created] = new_temp(box, d, a->elem_size);
-      Task red;
-      red.id = next_task();
-      red.device = d;
-      red.deps = {created};
-      Reduce payload{ref, {}, rs.op, a->dtype};
-      for (auto& part : parts) {
-        auto deps = producers_of(part, d);
-        red.deps.insert(red.deps.end(), deps.begin(), deps.end());
-        payload.srcs.push_back(part.chunk);
-        to_delete.emplace_back(part.chunk.id, d);
-        users[part.chunk.id].push_back(red.id);
-      }
-      unique(red.deps);
-      red.payload = std::move(payload);
-      device_level.push_back(Partial{ref, d, red.id});
-      to_delete.emplace_back(ref.id, d);
-      tasks.push_back(std::move(red));
+      for (auto& part : parts) to_delete.emplace_back(part.chunk.id, d);
+      device_level.push_back(reduce_into(parts, d));
     }
     if (device_level.empty()) continue;
     Partial final_part = device_level[0];
-    if (device_level.size() > 1) {
-      Rect box = device_level[0].chunk.rect;
-      for (auto& part : device_level) box = box.bounding_union(part.chunk.rect);
-      int home = device_level[0].device;
-      auto [ref, created] = new_temp(box, home, a->elem_size);
-      Task red;
-      red.id = next_task();
-      red.device = home;
-      red.deps = {created};
-      Reduce payload{ref, {}, rs.op, a->dtype};
-      for (auto& part : device_level) {
-        auto deps = producers_of(part, part.device);
-        red.deps.insert(red.deps.end(), deps.begin(), deps.end());
-        payload.srcs.push_back(part.chunk);
-        users[part.chunk.id].push_back(red.id);
-      }
-      unique(red.deps);
-      red.payload = std::move(payload);
-      final_part = Partial{ref, home, red.id};
-      to_delete.emplace_back(ref.id, home);
-      tasks.push_back(std::move(red));
-    }
+    if (device_level.size() > 1) final_part = reduce_into(device_level, device_level[0].device);
     // The elements reduced: the union of the superblocks' regions, as disjoint boxes.
     Rect box = rs.regions[0];
     for (auto& r : rs.regions) box = box.bounding_union(r);

@@ -127,6 +127,35 @@ KernelExecutable::KernelExecutable(std::string name, std::vector<annotation::Par
       kernel_(std::move(kernel)),
       checked_(checked) {}
 
+void frame_arguments(const std::vector<annotation::ParamInfo>& params, const plan::ExecFrame& frame,
+                     GsArrayArg* arrays, const void** scalars) {
+  const plan::Execute& ex = frame.exec;
+  for (std::size_t p = 0; p < params.size(); ++p) {
+    GsArrayArg& a = arrays[p];
+    std::memset(&a, 0, sizeof a);
+    scalars[p] = nullptr;
+    if (!params[p].is_array) {
+      scalars[p] = ex.scalars->data() + (*ex.scalar_offsets)[p];
+      continue;
+    }
+    const plan::ExecArg& arg = ex.arrays[p];
+    a.data = frame.data[p];
+    a.rank = params[p].rank;
+    a.mode = static_cast<int32_t>(arg.mode);
+    a.op = static_cast<int32_t>(arg.op);
+    a.elem_size = static_cast<int32_t>(dtype_size(params[p].dtype));
+    for (int ax = 0; ax < 3; ++ax) {
+      a.lo[ax] = arg.chunk.rect.lo[ax];
+      a.extent[ax] = arg.chunk.rect.hi[ax] - arg.chunk.rect.lo[ax];
+      a.region_lo[ax] = arg.region.lo[ax];
+      a.region_hi[ax] = arg.region.hi[ax];
+    }
+    if (!a.data) {  // untouched in this superblock: an empty view
+      for (int ax = 0; ax < 3; ++ax) a.extent[ax] = 0, a.region_hi[ax] = a.region_lo[ax];
+    }
+  }
+}
+
 void KernelExecutable::run(const plan::ExecFrame& frame) const {
   const plan::Execute& ex = frame.exec;
   std::size_t n = params_.size();
@@ -142,30 +171,7 @@ void KernelExecutable::run(const plan::ExecFrame& frame) const {
     arrays = arrays_heap.data();
     scalars = scalars_heap.data();
   }
-  for (std::size_t p = 0; p < n; ++p) {
-    GsArrayArg& a = arrays[p];
-    std::memset(&a, 0, sizeof a);
-    scalars[p] = nullptr;
-    if (!params_[p].is_array) {
-      scalars[p] = ex.scalars->data() + (*ex.scalar_offsets)[p];
-      continue;
-    }
-    const plan::ExecArg& arg = ex.arrays[p];
-    a.data = frame.data[p];
-    a.rank = params_[p].rank;
-    a.mode = static_cast<int32_t>(arg.mode);
-    a.op = static_cast<int32_t>(arg.op);
-    a.elem_size = static_cast<int32_t>(dtype_size(params_[p].dtype));
-    for (int ax = 0; ax < 3; ++ax) {
-      a.lo[ax] = arg.chunk.rect.lo[ax];
-      a.extent[ax] = arg.chunk.rect.hi[ax] - arg.chunk.rect.lo[ax];
-      a.region_lo[ax] = arg.region.lo[ax];
-      a.region_hi[ax] = arg.region.hi[ax];
-    }
-    if (!a.data) {  // untouched in this superblock: an empty view
-      for (int ax = 0; ax < 3; ++ax) a.extent[ax] = 0, a.region_hi[ax] = a.region_lo[ax];
-    }
-  }
+  frame_arguments(params_, frame, arrays, scalars);
   GsLaunch launch;
   std::memset(&launch, 0, sizeof launch);
   for (int ax = 0; ax < 3; ++ax) {

@@ -33,6 +33,11 @@ class KernelExecutable : public plan::Executable {
   bool checked_;
 };
 
+/// The ABI view of one superblock's arguments: `arrays[p]` and `scalars[p]` for each
+/// parameter (both of params.size()).
+void frame_arguments(const std::vector<annotation::ParamInfo>& params, const plan::ExecFrame& frame,
+                     GsArrayArg* arrays, const void** scalars);
+
 class Driver {
  public:
   explicit Driver(const Config& config);

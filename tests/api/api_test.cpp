@@ -1,0 +1,144 @@
+// The public API's own behaviour: configuration from the environment, kernel files, array
+// handles and their errors, gs::run's exit codes, plans as pictures, memory statistics.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "gridspan/gridspan.hpp"
+#include "support/random.hpp"
+
+namespace gridspan {
+namespace {
+
+namespace gs = gridspan;
+
+struct Env {
+  std::string name;
+  explicit Env(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~Env() { unsetenv(name.c_str()); }
+};
+
+gs::Config quiet(int devices) {
+  gs::Config c;
+  c.cpu_devices = devices;
+  c.cpu_threads = 1;
+  c.log_level = LogLevel::error;
+  return c;
+}
+
+const char* kTwice = R"(
+__device__ void twice(dim3 blockIdx, int n, gridspan::Vector<int> out, const gridspan::Vector<int> in) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = 2 * in[i];
+}
+)";
+
+TEST(Api, ConfigFromTheEnvironment) {
+  {
+    Env a("GRIDSPAN_CPU_DEVICES", "3"), b("GRIDSPAN_DEVICE_MEMORY", "64MiB"),
+        c("GRIDSPAN_CHECK", "Yes"), d("GRIDSPAN_SPILL_DIR", "/tmp/x");
+    gs::Config cfg = gs::Config::from_env();
+    EXPECT_EQ(cfg.cpu_devices, 3);
+    EXPECT_EQ(cfg.device_memory, 64u << 20);
+    EXPECT_TRUE(cfg.check);
+    EXPECT_EQ(cfg.spill_dir, "/tmp/x");
+  }
+  {
+    Env a("GRIDSPAN_CHECK", "perhaps"), l("GRIDSPAN_LOG", "error");
+    EXPECT_FALSE(gs::Config::from_env().check);  // not a flag: the default stays
+  }
+  {
+    Env a("GRIDSPAN_CPU_DEVICES", "lots");
+    EXPECT_THROW(gs::Config::from_env(), gs::ConfigError);
+  }
+  {
+    Env a("GRIDSPAN_HOST_MEMORY", "12 parsecs");
+    EXPECT_THROW(gs::Config::from_env(), gs::ConfigError);
+  }
+}
+
+TEST(Api, KernelFromFileAndMissingFile) {
+  auto path = std::filesystem::temp_directory_path() /
+              ("gridspan-api-test-" + std::to_string(test::base_seed()) + ".cu");
+  { std::ofstream(path) << kTwice; }
+  gs::Context ctx(quiet(2));
+  EXPECT_EQ(ctx.device_count(), 2);
+  auto k = ctx.compile(gs::KernelDef::from_file(path.string(), "twice")
+                           .annotate("global i => write out[i]")
+                           .annotate("global i => read in[i]"));  // two annotate() calls
+  std::filesystem::remove(path);
+  auto g = test::rng(41);
+  const int n = 333;
+  auto v = test::random_vector<int>(n, g);
+  auto in = ctx.from_vector<int>(v, {n}, gs::dist::rows(100));
+  auto out = ctx.full<int>({n}, test::poison<int>(), gs::dist::tiles({50}));
+  gs::Event e = k.launch({n}, {32}, gs::work::tiles({64}), n, out, in);
+  e.wait();
+  EXPECT_TRUE(e.ready());
+  auto r = out.to_vector();
+  for (int i = 0; i < n; ++i) ASSERT_EQ(r[i], 2 * v[i]);
+  try {
+    gs::KernelDef::from_file("/nonexistent/kernel.cu", "k");
+    FAIL();
+  } catch (const gs::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/kernel.cu"), std::string::npos);
+  }
+}
+
+TEST(Api, ArrayHandlesAndTheirErrors) {
+  gs::Context ctx(quiet(2));
+  gs::Array<float> none;
+  EXPECT_FALSE(none.valid());
+  EXPECT_THROW(none.to_vector(), gs::Error);
+  EXPECT_THROW(ctx.from_vector<float>({1, 2, 3}, {4}, gs::dist::rows(2)), gs::Error);
+  auto a = ctx.full<double>({2, 3}, 1.5, gs::dist::rows(1));
+  EXPECT_EQ(a.shape(), (gs::Dim{2, 3}));
+  EXPECT_EQ(a.size(), 6);
+  EXPECT_THROW(a.copy_from({1.0, 2.0}), gs::Error);
+  EXPECT_THROW(a.item(), gs::Error);
+  auto copy = a;  // handles share the data
+  copy.copy_from({1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(a.to_vector(), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+  auto s = ctx.scalar<int64_t>(-42);
+  EXPECT_EQ(s.rank(), 0);
+  EXPECT_EQ(s.item(), -42);
+}
+
+TEST(Api, RunReturnsOneAfterAnErrorAndZeroOtherwise) {
+  EXPECT_EQ(gs::run(quiet(1), [](gs::Context& ctx) { ctx.zeros<int>({5}, gs::dist::rows(5)); }), 0);
+  testing::internal::CaptureStderr();
+  int rc = gs::run(quiet(1), [](gs::Context& ctx) {
+    ctx.compile(gs::KernelDef::from_source(kTwice, "twice")
+                    .annotate("global i => write out[i], read nope[i]"));
+  });
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(err.find("nope"), std::string::npos) << err;
+}
+
+TEST(Api, PlansAsGraphvizAndMemoryStatistics) {
+  gs::Context ctx(quiet(2));
+  ctx.keep_plans(true);
+  auto k = ctx.compile(
+      gs::KernelDef::from_source(kTwice, "twice").annotate("global i => write out[i], read in[i]"));
+  const int n = 64;
+  auto in = ctx.full<int>({n}, 3, gs::dist::rows(32));
+  auto out = ctx.zeros<int>({n}, gs::dist::rows(32));
+  k.launch({n}, {16}, gs::work::tiles({32}), n, out, in);
+  std::string dot = k.last_plan_dot();
+  EXPECT_EQ(dot.rfind("digraph plan {", 0), 0u);
+  EXPECT_NE(dot.find("execute"), std::string::npos);
+  EXPECT_NE(dot.find("twice"), std::string::npos);
+  EXPECT_EQ(out.to_vector(), std::vector<int>(n, 6));
+  auto stats = ctx.memory_stats();
+  ASSERT_EQ(stats.size(), 4u);
+  EXPECT_EQ(stats[0].name, "cpu:0");
+  EXPECT_EQ(stats[2].name, "host");
+  EXPECT_EQ(stats[3].name, "disk");
+  EXPECT_GE(stats[0].used_bytes + stats[1].used_bytes, 2u * n * 4u);
+}
+
+}  // namespace
+}  // namespace gridspan
