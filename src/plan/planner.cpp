@@ -29,6 +29,8 @@ std::string ArrayMeta::describe() const {
 
 namespace {
 
+constexpr std::size_t kReduceFanIn = 16;  // partials one Reduce task combines at most
+
 template <class T>
 std::array<unsigned char, 16> bytes_of(T v) {
   std::array<unsigned char, 16> out{};
@@ -716,6 +718,20 @@ Plan Planner::launch(const LaunchSpec& spec) {
       tasks.push_back(std::move(red));
       return out;
     };
+    // A tree of Reduce tasks of at most kReduceFanIn inputs each, in a fixed order, so no
+    // task has to stage more than that many partials at once (however many superblocks).
+    auto reduce_tree = [&](std::vector<Partial> parts, int device) {
+      while (parts.size() > kReduceFanIn) {
+        std::vector<Partial> next;
+        for (std::size_t i = 0; i < parts.size(); i += kReduceFanIn) {
+          std::vector<Partial> group(parts.begin() + i,
+                                     parts.begin() + std::min(parts.size(), i + kReduceFanIn));
+          next.push_back(group.size() == 1 ? group[0] : reduce_into(group, device));
+        }
+        parts.swap(next);
+      }
+      return reduce_into(parts, device);
+    };
     for (int d = 0; d < devices_; ++d) {
       auto& parts = rs.per_device[d];
       if (parts.empty()) continue;
@@ -725,11 +741,11 @@ Plan Planner::launch(const LaunchSpec& spec) {
         continue;
       }
       for (auto& part : parts) to_delete.emplace_back(part.chunk.id, d);
-      device_level.push_back(reduce_into(parts, d));
+      device_level.push_back(reduce_tree(parts, d));
     }
     if (device_level.empty()) continue;
     Partial final_part = device_level[0];
-    if (device_level.size() > 1) final_part = reduce_into(device_level, device_level[0].device);
+    if (device_level.size() > 1) final_part = reduce_tree(device_level, device_level[0].device);
     // The elements reduced: the union of the superblocks' regions, as disjoint boxes.
     Rect box = rs.regions[0];
     for (auto& r : rs.regions) box = box.bounding_union(r);

@@ -155,18 +155,27 @@ struct Var {
   gs::Dim shape;
 };
 
-void run_program(uint64_t seed, std::map<std::string, gs::Kernel>* kernels_out = nullptr) {
+struct Spilled {
+  int to_host = 0, to_disk = 0;
+};
+
+// One random program. Memory limits: no task stages more than 3 arrays' worth of chunks and
+// temporaries (reductions combine at most 16 small partials), so a device limit of three of
+// the largest array plus slack always fits one task but rarely the program's data (5
+// vectors, 2 matrices, replicas), and a host of one to three arrays sends the rest to disk.
+void run_program(uint64_t seed, Spilled& spilled) {
   Program p{std::mt19937_64(seed), 0};
   p.devices = p.pick(1, 3);
-  std::size_t device_mem = std::size_t(p.pick(48, 160)) << 10;
-  std::size_t host_mem = std::size_t(p.pick(16, 96)) << 10;
+  int n = p.pick(0, 3) == 0 ? p.pick(1, 300) : p.pick(1500, 3000);
+  int rows = p.pick(1, 40), cols = p.pick(1, 40);
+  std::size_t largest = 4 * std::size_t(std::max(n, rows * cols));
+  std::size_t device_mem = 3 * largest + (8 << 10) + std::size_t(p.pick(0, 100)) * largest / 100;
+  std::size_t host_mem = largest + (4 << 10) + std::size_t(p.pick(0, 200)) * largest / 100;
   gs::Context ctx(config(p.devices, device_mem, host_mem));
   std::map<std::string, gs::Kernel> k;
   for (auto& [name, ann] : kAnnotations)
     k[name] = ctx.compile(gs::KernelDef::from_source(kLibrary, name).annotate(ann));
-  (void)kernels_out;
 
-  int n = p.pick(1, 3000), rows = p.pick(1, 40), cols = p.pick(1, 40);
   auto make = [&](gs::Dim shape) {
     Data d(shape.volume());
     for (auto& x : d) x = p.pick(1, 10006);
@@ -174,7 +183,7 @@ void run_program(uint64_t seed, std::map<std::string, gs::Kernel>* kernels_out =
     return v;
   };
   std::vector<Var> vec, mat;
-  for (int i = 0; i < 3; ++i) vec.push_back(make({n}));
+  for (int i = 0; i < 5; ++i) vec.push_back(make({n}));
   for (int i = 0; i < 2; ++i) mat.push_back(make({rows, cols}));
   auto scalar = Var{ctx.scalar<int>(-1), {-1}, {}};
   auto h = Var{ctx.full<int>({16}, -3, p.dist({16})), Data(16, -3), {16}};
@@ -185,14 +194,15 @@ void run_program(uint64_t seed, std::map<std::string, gs::Kernel>* kernels_out =
   };
   int steps = p.pick(3, 10);
   for (int s = 0; s < steps; ++s) {
-    int op = p.pick(0, 11);
-    int x = p.pick(0, 2), y = p.pick(0, 2), z = p.pick(0, 2);
-    while (y == x) y = p.pick(0, 2);
+    int op = p.pick(0, 12);
+    int x = p.pick(0, 4), y = p.pick(0, 4), w = p.pick(0, 4), z = p.pick(0, 4);
+    while (y == x) y = p.pick(0, 4);
+    while (w == x || w == y) w = p.pick(0, 4);
     gs::Dim t1{n}, b1 = p.block(t1), t2{rows, cols}, b2 = p.block(t2);
     switch (op) {
       case 0: {  // out = mix(a, b); out distinct from inputs
         int c = p.pick(0, 100);
-        Var &out = vec[x], &a = vec[y], &b = vec[3 - x - y];
+        Var &out = vec[x], &a = vec[y], &b = vec[w];
         k["mix"].launch(t1, b1, p.work(t1, b1), n, c, out.array, a.array, b.array);
         for (int i = 0; i < n; ++i) out.ref[i] = (a.ref[i] * 3 + b.ref[i] + c) % 10007;
         break;
@@ -277,6 +287,12 @@ void run_program(uint64_t seed, std::map<std::string, gs::Kernel>* kernels_out =
         v.array.copy_from(v.ref);
         break;
       }
+      case 12: {  // a new array in place of an old one: the old one is freed after its users
+        Var& v = vec[z];
+        Data d = v.ref;
+        v.array = ctx.from_vector<int>(d, {n}, p.dist({n}));
+        break;
+      }
       default: {  // read back something now (mid-program reads)
         check(vec[z], "vector");
         break;
@@ -288,18 +304,29 @@ void run_program(uint64_t seed, std::map<std::string, gs::Kernel>* kernels_out =
   check(scalar, "reduce(max) scalar");
   check(h, "atomic histogram");
   check(sums, "row sums");
+  auto stats = ctx.memory_stats();
+  std::size_t device_spills = 0;
+  for (int d = 0; d < p.devices; ++d) device_spills += stats[d].spilled_bytes;
+  spilled.to_host += device_spills > 0;
+  spilled.to_disk += stats[p.devices].spilled_bytes > 0;
 }
 
 TEST(Differential, RandomProgramsMatchTheSequentialReference) {
   int programs = 200;
   if (const char* s = std::getenv("GRIDSPAN_FUZZ_PROGRAMS")) programs = std::atoi(s);
   uint64_t base = base_seed();
+  Spilled spilled;
   for (int i = 0; i < programs; ++i) {
     uint64_t seed = base * 1000003ull + i;
     SCOPED_TRACE(::testing::Message() << "program " << i << " seed " << seed);
-    ASSERT_NO_FATAL_FAILURE(run_program(seed));
+    ASSERT_NO_FATAL_FAILURE(run_program(seed, spilled));
     if (HasFailure()) break;
   }
+  std::printf("%d programs: %d spilled to host memory, %d to disk\n", programs, spilled.to_host,
+              spilled.to_disk);
+  // The memory limits are there to make programs spill: most must.
+  EXPECT_GE(spilled.to_host, programs / 2);
+  EXPECT_GE(spilled.to_disk, programs / 4);
 }
 
 }  // namespace

@@ -152,6 +152,21 @@ TEST(Planner, ReductionsGoSuperblockThenDeviceThenAcrossDevices) {
   EXPECT_EQ(count(p, "copy"), 1);  // the result into the array's one chunk
 }
 
+TEST(Planner, ReductionTreesBoundTheInputsOfEveryReduceTask) {
+  annotation::ParamInfo s = vec("s");
+  s.rank = 0;
+  Fixture f(1, {vec("in", true), s}, "global i => read in[i], reduce(+) s");
+  auto in = f.array({100}, dist::rows(1));
+  auto out = f.array({}, dist::centralized(0));
+  Plan p = f.launch({100}, {1}, work::tiles({1}), {&in, &out});
+  // 100 partials: 7 reductions of at most 16, then one of those 7.
+  EXPECT_EQ(count(p, "reduce"), 8);
+  for (const Task& t : p.tasks)
+    if (auto* r = std::get_if<Reduce>(&t.payload)) EXPECT_LE(r->srcs.size(), 16u);
+  // Every temporary created is deleted.
+  EXPECT_EQ(count(p, "create"), count(p, "delete"));
+}
+
 TEST(Planner, ReplicatedWritesUpdateEveryReplica) {
   Fixture f(3, {vec("out"), vec("in", true)}, "global i => write out[i], read in[i]");
   auto out = f.array({90}, dist::replicated());
