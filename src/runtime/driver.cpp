@@ -2,8 +2,12 @@
 #include "gridspan/runtime/driver.hpp"
 
 #include <cstring>
+#include <fstream>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "gridspan/core/error.hpp"
 #include "gridspan/core/log.hpp"
@@ -18,9 +22,14 @@ Driver::Driver(const Config& config) : config_(config) {
   MemoryLimits limits;
   limits.device_bytes = config_.device_memory;
   limits.host_bytes = config_.host_memory;
+  if (limits.host_bytes == 0) {  // half of physical memory, as documented
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && page > 0) limits.host_bytes = std::size_t(pages) * std::size_t(page) / 2;
+  }
   limits.spill_dir = config_.spill_dir;
   memory_ = std::make_unique<MemoryManager>(devices, limits);
   worker_ = std::make_unique<Worker>(devices, *memory_, config_.staging_bytes);
+  if (!config_.trace_file.empty()) worker_->enable_trace();
   planner_ = std::make_unique<plan::Planner>(
       static_cast<int>(devices.size()), [this](plan::TaskId t) { return worker_->is_done(t); });
   log::info("gridspan: {} backend with {} devices", backend_->name(), devices.size());
@@ -32,12 +41,43 @@ Driver::~Driver() {
   } catch (const std::exception& e) {
     log::warn("an error was not reported before the context ended: {}", e.what());
   }
+  if (!config_.trace_file.empty()) write_trace();
   worker_.reset();
   memory_.reset();
 }
 
 int Driver::device_count() const {
   return static_cast<int>(backend_->devices().size());
+}
+
+// Chrome / Perfetto trace JSON: one complete event per task, a track per device.
+void Driver::write_trace() noexcept {
+  try {
+    nlohmann::json events = nlohmann::json::array();
+    auto devices = backend_->devices();
+    for (std::size_t d = 0; d < devices.size(); ++d)
+      events.push_back({{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", 0},
+                        {"tid", d},
+                        {"args", {{"name", devices[d]->name()}}}});
+    for (const auto& e : worker_->take_trace())
+      events.push_back({{"name", e.name},
+                        {"cat", e.kind},
+                        {"ph", "X"},
+                        {"pid", 0},
+                        {"tid", e.device},
+                        {"ts", e.start_us},
+                        {"dur", e.end_us - e.start_us},
+                        {"args", {{"task", e.task}, {"bytes", e.bytes}}}});
+    std::ofstream out(config_.trace_file);
+    out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
+    if (!out)
+      log::warn("could not write the trace to GRIDSPAN_TRACE='{}': {}", config_.trace_file,
+                std::strerror(errno));
+  } catch (const std::exception& e) {
+    log::warn("could not write the trace to GRIDSPAN_TRACE='{}': {}", config_.trace_file, e.what());
+  }
 }
 
 plan::TaskId Driver::submit(plan::Plan plan) {

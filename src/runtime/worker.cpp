@@ -255,7 +255,41 @@ void Worker::unstage(Node* node, std::exception_ptr& error) {
   progress_ = true;
 }
 
+void Worker::enable_trace() {
+  tracing_ = true;
+}
+
+std::vector<Worker::TraceEvent> Worker::take_trace() {
+  std::lock_guard<std::mutex> lock(trace_mutex_);
+  return std::move(trace_);
+}
+
 void Worker::run_task(Node* node) {
+  if (!tracing_) return run_payload(node);
+  auto us = [&] {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started_)
+        .count();
+  };
+  const Task& t = node->task;
+  double start = us();
+  struct Record {  // records the task also when it throws
+    Worker* w;
+    const Node* node;
+    double start;
+    decltype(us)& now;
+    ~Record() {
+      const Task& t = node->task;
+      auto* e = std::get_if<plan::Execute>(&t.payload);
+      std::lock_guard<std::mutex> lock(w->trace_mutex_);
+      w->trace_.push_back(TraceEvent{t.id, e ? e->executable->name() : std::string(t.kind()),
+                                     t.kind(), t.device, start, now(), node->staged_bytes});
+    }
+  } record{this, node, start, us};
+  (void)t;
+  run_payload(node);
+}
+
+void Worker::run_payload(Node* node) {
   Task& t = node->task;
   auto data = [&](const plan::ChunkRef& c) { return memory_.data(c.id); };
   std::visit(

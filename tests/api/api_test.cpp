@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "gridspan/gridspan.hpp"
 #include "support/random.hpp"
@@ -138,6 +141,40 @@ TEST(Api, PlansAsGraphvizAndMemoryStatistics) {
   EXPECT_EQ(stats[2].name, "host");
   EXPECT_EQ(stats[3].name, "disk");
   EXPECT_GE(stats[0].used_bytes + stats[1].used_bytes, 2u * n * 4u);
+}
+
+TEST(Api, TraceFileHasOneEventPerTask) {
+  auto path = std::filesystem::temp_directory_path() /
+              ("gridspan-trace-" + std::to_string(test::base_seed()) + ".json");
+  {
+    gs::Config c = quiet(2);
+    c.trace_file = path.string();
+    gs::Context ctx(c);
+    auto k = ctx.compile(gs::KernelDef::from_source(kTwice, "twice")
+                             .annotate("global i => write out[i], read in[i]"));
+    auto in = ctx.full<int>({64}, 1, gs::dist::rows(16));
+    auto out = ctx.zeros<int>({64}, gs::dist::rows(16));
+    k.launch({64}, {16}, gs::work::tiles({16}), 64, out, in);
+    EXPECT_EQ(out.to_vector(), std::vector<int>(64, 2));
+  }  // the trace is written when the context ends
+  std::ifstream f(path);
+  ASSERT_TRUE(f.good());
+  auto trace = nlohmann::json::parse(f);
+  std::filesystem::remove(path);
+  int executes = 0, devices_seen = 0;
+  std::set<int> tids;
+  for (auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    EXPECT_GE(e["dur"].get<double>(), 0.0);
+    tids.insert(e["tid"].get<int>());
+    if (e["cat"] == "execute") {
+      ++executes;
+      EXPECT_EQ(e["name"], "twice");
+    }
+  }
+  devices_seen = static_cast<int>(tids.size());
+  EXPECT_EQ(executes, 4);  // four superblocks
+  EXPECT_EQ(devices_seen, 2);
 }
 
 }  // namespace

@@ -72,6 +72,7 @@ class Driver {
 
  private:
   plan::TaskId submit(plan::Plan plan);
+  void write_trace() noexcept;
 
   Config config_;
   std::unique_ptr<backend::Backend> backend_;

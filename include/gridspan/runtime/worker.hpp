@@ -4,11 +4,13 @@
 // released. The bytes staged ahead per device are bounded (GRIDSPAN_STAGING_BYTES).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -46,6 +48,19 @@ class Worker {
   void wait_all();
   WorkerStats stats() const;
 
+  /// One task as it ran, for GRIDSPAN_TRACE (microseconds since the worker started).
+  struct TraceEvent {
+    plan::TaskId task;
+    std::string name;  // the kernel's name, or the task's kind
+    const char* kind;
+    int device;
+    double start_us, end_us;
+    std::size_t bytes;  // bytes of the chunks it touched
+  };
+  /// Records every task that runs from now on.
+  void enable_trace();
+  std::vector<TraceEvent> take_trace();
+
  private:
   struct Node {
     plan::Task task;
@@ -57,7 +72,8 @@ class Worker {
   };
   void scheduler_loop();
   void process(std::deque<Node*>& work, int here);
-  void run_task(Node* node);  // on an executor thread
+  void run_task(Node* node);     // on an executor thread, traced when asked
+  void run_payload(Node* node);  // does the task's work
   void unstage(Node* node, std::exception_ptr& error);
   void finish(Node* node, std::exception_ptr error, std::deque<Node*>& ready);
 
@@ -82,6 +98,10 @@ class Worker {
   std::exception_ptr unreported_;
   WorkerStats stats_;
   std::thread scheduler_;
+  bool tracing_ = false;
+  std::mutex trace_mutex_;
+  std::vector<TraceEvent> trace_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 
 /// Copies the box `region` between two row-major boxes of host-addressable memory.
