@@ -398,16 +398,18 @@ int run(Config config, std::function<void(Context&)> app) {
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "gridspan error: %s\n", e.what());
-    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
   }
+  return 1;
 }
 
 int run(int argc, char** argv, std::function<void(Context&)> app) {
-  (void)argc;
+  (void)argc;  // configuration comes from GRIDSPAN_* variables; arguments are the app's
   (void)argv;
   try {
     return run(Config::from_env(), std::move(app));
-  } catch (const Error& e) {
+  } catch (const Error& e) {  // a bad GRIDSPAN_* value
     std::fprintf(stderr, "gridspan error: %s\n", e.what());
     return 1;
   }

@@ -121,6 +121,22 @@ TEST(Api, RunReturnsOneAfterAnErrorAndZeroOtherwise) {
   EXPECT_NE(err.find("nope"), std::string::npos) << err;
 }
 
+TEST(Api, EmptyLaunchesAndEmptyArrays) {
+  gs::Context ctx(quiet(2));
+  auto k = ctx.compile(
+      gs::KernelDef::from_source(kTwice, "twice").annotate("global i => write out[i], read in[i]"));
+  auto in = ctx.full<int>({0}, 1, gs::dist::rows(4));
+  auto out = ctx.full<int>({0}, 2, gs::dist::rows(4));
+  gs::Event e = k.launch({0}, {4}, gs::work::tiles({4}), 0, out, in);
+  e.wait();
+  EXPECT_TRUE(e.ready());
+  EXPECT_TRUE(out.to_vector().empty());
+  // A non-gs exception from the app is reported too, with exit code 1.
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(gs::run(quiet(1), [](gs::Context&) { throw std::runtime_error("app failed"); }), 1);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("app failed"), std::string::npos);
+}
+
 TEST(Api, PlansAsGraphvizAndMemoryStatistics) {
   gs::Context ctx(quiet(2));
   ctx.keep_plans(true);
