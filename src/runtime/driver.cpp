@@ -261,14 +261,37 @@ void KernelExecutable::run(const plan::ExecFrame& frame) const {
     region_bytes(p, after);
     if (after == before[p]) continue;
     std::size_t elem = dtype_size(params_[p].dtype);
-    std::size_t k = 0;
-    while (std::memcmp(&after[k * elem], &before[p][k * elem], elem) == 0) ++k;
     const Rect& r = ex.arrays[p].region;
-    Point idx = r.lo;
-    for (int ax = r.rank - 1, rest = static_cast<int>(k); ax >= 0; --ax) {
-      idx[ax] = r.lo[ax] + rest % r.extent(ax);
-      rest /= static_cast<int>(r.extent(ax));
+    // The same array may be passed twice, once to be written: its writes through the other
+    // parameter are legitimate (same chunk, inside that parameter's declared region).
+    auto written_elsewhere = [&](const Point& idx) {
+      for (std::size_t q = 0; q < n; ++q)
+        if (q != p && params_[q].is_array && ex.arrays[q].write &&
+            ex.arrays[q].chunk.id == ex.arrays[p].chunk.id && ex.arrays[q].region.contains(idx))
+          return true;
+      return false;
+    };
+    // Every element written through the read rule is put back, so the array keeps its data;
+    // the first one is reported.
+    Point first = r.lo;
+    bool found = false;
+    auto* chunk = static_cast<unsigned char*>(frame.data[p]);
+    for (std::size_t k = 0; k * elem < after.size(); ++k) {
+      if (std::memcmp(&after[k * elem], &before[p][k * elem], elem) == 0) continue;
+      Point idx = r.lo;
+      int64_t rest = static_cast<int64_t>(k);
+      for (int ax = r.rank - 1; ax >= 0; --ax) {
+        idx[ax] = r.lo[ax] + rest % r.extent(ax);
+        rest /= r.extent(ax);
+      }
+      if (written_elsewhere(idx)) continue;
+      std::memcpy(chunk + ex.arrays[p].chunk.rect.offset_of(idx) * elem, &before[p][k * elem],
+                  elem);
+      if (!found) first = idx;
+      found = true;
     }
+    if (!found) continue;
+    Point idx = first;
     throw AccessError(fmt::format(
         "kernel `{}` wrote `{}[{}]`, but the annotation declares `{}` read-only (read {}) in "
         "the superblock of blocks {}; declare it `write` or `readwrite`, or do not write it",

@@ -135,11 +135,24 @@ __device__ void sneaky(dim3 blockIdx, int n, gridspan::Vector<float> out, gridsp
   k2.launch({n}, {50}, gs::work::tiles({100}), n, out, in);
   expect_error<gs::AccessError>([&] { ctx.synchronize(); },
                                 {"sneaky", "wrote", "`in", "read-only"});
-  // The same wrong annotation unchecked does not check.
+  // What the kernel wrote through its read rule was put back; `out`, written by the failed
+  // launches, carries their errors: reading it reports one again.
+  EXPECT_EQ(in.to_vector(), std::vector<float>(n, 1.0f));
+  expect_error<gs::AccessError>([&] { out.to_vector(); },
+                                {"kernel `", "in the superblock of blocks"});
+  // The same wrong annotation unchecked does not check (fresh arrays: nothing failed
+  // before them); it reads the element past its region, as the kernel says.
+  if (ctx.config().check) return;  // GRIDSPAN_CHECK=1 checks every kernel
+  auto g = rng(22);
+  auto v = random_vector<float>(n, g);
+  auto in2 = ctx.from_vector<float>(v, {n}, gs::dist::replicated());
+  auto out2 = ctx.full<float>({n}, poison<float>(), gs::dist::rows(100));
   auto k3 = ctx.compile(gs::KernelDef::from_source(kOutside, "peek")
                             .annotate("global i => write out[i], read in[i]"));
-  k3.launch({n}, {50}, gs::work::tiles({100}), n, out, in);
+  k3.launch({n}, {50}, gs::work::tiles({100}), n, out2, in2);
   EXPECT_NO_THROW(ctx.synchronize());
+  auto r = out2.to_vector();
+  for (int i = 0; i < n; ++i) ASSERT_EQ(r[i], v[i] + (i + 1 < n ? v[i + 1] : 0.0f)) << i;
 }
 
 }  // namespace
