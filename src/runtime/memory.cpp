@@ -9,11 +9,16 @@
 //   space needs room; a host copy that is the chunk's only one is written to disk first.
 // - Budgets count pool blocks (sizes rounded up to the pool's size classes); cached
 //   blocks are released to the backend before anything is evicted.
-// - Every copy happens under the manager's mutex. Future work: bring-back and eviction
-//   on copy streams, outside the lock, so a slow spill does not hold up unstage.
+// - No copy or file I/O runs under the manager's mutex, so a slow spill or reload does
+//   not hold up unstage or other stagings: staging pins its chunks first (reserving their
+//   space), then plans one movement at a time under the mutex, marks the chunk involved
+//   as moving, does the I/O without the mutex and commits the result under it. Whoever
+//   needs a moving chunk (or space only moving chunks can free) waits for the transit.
 #include "gridspan/runtime/memory.hpp"
 
 #include <algorithm>
+#include <condition_variable>
+#include <exception>
 #include <limits>
 #include <list>
 #include <mutex>
@@ -44,7 +49,8 @@ struct Chunk {
   void* device_copy = nullptr;  // valid copies only; null = no copy in that space
   void* host_copy = nullptr;
   bool on_disk = false;
-  int pins = 0;                            // staged tasks using the chunk now
+  int pins = 0;                            // tasks using the chunk now, staged or being staged
+  bool moving = false;                     // a copy or file I/O of the chunk runs without the mutex
   std::list<Chunk*>::iterator device_lru;  // in its device's LRU while device_copy is set
   std::list<Chunk*>::iterator host_lru;    // in the host LRU while host_copy is set
 };
@@ -77,8 +83,9 @@ struct DeviceSpace {
   BlockPool pool;
   BlockPool host_pool;
   Usage usage;
-  std::size_t pinned = 0;
-  std::list<Chunk*> lru;  // resident chunks, least recently used first
+  std::size_t pinned = 0;    // blocks of chunks with pins
+  std::size_t reserved = 0;  // the part of `pinned` held by tasks still being staged
+  std::list<Chunk*> lru;     // resident chunks, least recently used first
 };
 
 // A chunk as seen by executor threads while it is staged.
@@ -98,7 +105,9 @@ struct TaskChunks {
 struct MemoryManager::Impl {
   explicit Impl(std::string spill_dir) : spill(std::move(spill_dir)) {}
 
-  mutable std::mutex mutex;  // everything below, except `staged`
+  mutable std::mutex mutex;       // everything below, except `staged`
+  std::condition_variable moved;  // a transit ended, or a staging finished or failed
+  int transits = 0;               // copies and file I/O running without the mutex
   std::vector<std::unique_ptr<DeviceSpace>> devices;
   Usage host;
   std::list<Chunk*> host_lru;  // chunks with a host copy, least recently used first
@@ -144,25 +153,33 @@ struct MemoryManager::Impl {
     return held;
   }
 
-  // A device block for `c`; the caller has made room in the space already.
+  // A device block for `c`, accounted in the device space; the caller has made room.
   void* allocate_device(const Chunk& c) {
     DeviceSpace& d = *devices[c.device];
     if (!d.pool.has_cached(c.bytes) && d.usage.limit != kUnbounded) {
       std::size_t held = d.pool.held_bytes();
       if (held + c.block > d.usage.limit) d.pool.release_cached(held + c.block - d.usage.limit);
     }
+    void* p = nullptr;
     try {
-      return d.pool.allocate(c.bytes);
+      p = d.pool.allocate(c.bytes);
     } catch (const OutOfMemoryError&) {
       // The device itself is smaller than the limit: give it everything cached, once.
       if (d.pool.release_cached(kUnbounded) == 0) throw;
-      return d.pool.allocate(c.bytes);
+      p = d.pool.allocate(c.bytes);
     }
+    d.usage.add(c.block);
+    return p;
   }
 
-  // A host block for `c`, making room in the host space first.
-  void* allocate_host(const Chunk& c, const TaskChunks* task) {
-    make_host_room(c.block, task);
+  void free_device(const Chunk& c, void* p) {
+    DeviceSpace& d = *devices[c.device];
+    d.pool.free(p, c.bytes);
+    d.usage.remove(c.block);
+  }
+
+  // A host block for `c`, accounted in the host space; the caller has made room.
+  void* allocate_host(const Chunk& c) {
     BlockPool& pool = devices[c.device]->host_pool;
     if (!pool.has_cached(c.bytes) && host.limit != kUnbounded) {
       std::size_t held = host_held();
@@ -175,42 +192,46 @@ struct MemoryManager::Impl {
         }
       }
     }
+    void* p = nullptr;
     try {
-      return pool.allocate(c.bytes);
+      p = pool.allocate(c.bytes);
     } catch (const OutOfMemoryError&) {
       std::size_t released = 0;
       for (auto& d : devices) released += d->host_pool.release_cached(kUnbounded);
       if (released == 0) throw;
-      return pool.allocate(c.bytes);
+      p = pool.allocate(c.bytes);
     }
+    host.add(c.block);
+    return p;
   }
 
+  void free_host(const Chunk& c, void* p) {
+    devices[c.device]->host_pool.free(p, c.bytes);
+    host.remove(c.block);
+  }
+
+  // Makes an accounted block `c`'s valid copy in its space.
   void attach_device(Chunk& c, void* p) {
     DeviceSpace& d = *devices[c.device];
     c.device_copy = p;
-    d.usage.add(c.block);
     c.device_lru = d.lru.insert(d.lru.end(), &c);
   }
 
   void attach_host(Chunk& c, void* p) {
     c.host_copy = p;
-    host.add(c.block);
     c.host_lru = host_lru.insert(host_lru.end(), &c);
   }
 
   void drop_device(Chunk& c) {
     if (!c.device_copy) return;
-    DeviceSpace& d = *devices[c.device];
-    d.pool.free(c.device_copy, c.bytes);
-    d.usage.remove(c.block);
-    d.lru.erase(c.device_lru);
+    free_device(c, c.device_copy);
+    devices[c.device]->lru.erase(c.device_lru);
     c.device_copy = nullptr;
   }
 
   void drop_host(Chunk& c) {
     if (!c.host_copy) return;
-    devices[c.device]->host_pool.free(c.host_copy, c.bytes);
-    host.remove(c.block);
+    free_host(c, c.host_copy);
     host_lru.erase(c.host_lru);
     c.host_copy = nullptr;
   }
@@ -222,102 +243,167 @@ struct MemoryManager::Impl {
     c.on_disk = false;
   }
 
-  // Moves `c`'s only copy one level up if needed, then frees its host copy.
-  void evict_host(Chunk& c) {
-    if (!c.device_copy && !c.on_disk) {
-      spill.write(c.id, c.host_copy, c.bytes);
-      c.on_disk = true;
-      disk.add(c.bytes);
+  // Runs `io` without the mutex while `c` is marked as moving (no other thread evicts,
+  // frees, moves or destroys it meanwhile), then, under the mutex again, `commit` or, when
+  // `io` failed, `undo` and the error.
+  template <class Io, class Commit, class Undo>
+  void transit(std::unique_lock<std::mutex>& lock, Chunk& c, Io io, Commit commit, Undo undo) {
+    c.moving = true;
+    ++transits;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      io();
+    } catch (...) {
+      error = std::current_exception();
     }
-    drop_host(c);
-    host.spilled += c.block;
+    lock.lock();
+    c.moving = false;
+    --transits;
+    moved.notify_all();
+    if (error) {
+      undo();
+      std::rethrow_exception(error);
+    }
+    commit();
+  }
+
+  // Waits for another thread's transit to end when nothing can be done before; `what`
+  // names the space for the error when no transit could ever make room.
+  void wait_for_transit(std::unique_lock<std::mutex>& lock, const std::string& what) {
+    if (transits == 0) {
+      throw Error(fmt::format("gridspan bug: {} is over its limit with nothing to evict", what));
+    }
+    moved.wait(lock);
   }
 
   // The host copy to evict next: redundant copies (the chunk is valid on its device or
   // on disk too) before only copies, least recently used first; the host copies a task
-  // is about to bring back from only when nothing else is left.
+  // is about to bring back from only when nothing else is left. Never a moving chunk.
   Chunk* host_victim(const TaskChunks* task) const {
     auto is_source = [&](const Chunk* c) {
       return task && !c->device_copy && task->members.count(c) > 0;
     };
     for (Chunk* c : host_lru) {
-      if (!is_source(c) && (c->device_copy || c->on_disk)) return c;
+      if (!c->moving && !is_source(c) && (c->device_copy || c->on_disk)) return c;
     }
     for (Chunk* c : host_lru) {
-      if (!is_source(c)) return c;
+      if (!c->moving && !is_source(c)) return c;
     }
-    return host_lru.empty() ? nullptr : host_lru.front();
+    for (Chunk* c : host_lru) {
+      if (!c->moving) return c;
+    }
+    return nullptr;
   }
 
-  void make_host_room(std::size_t need, const TaskChunks* task) {
-    if (host.limit == kUnbounded) return;
+  // One step towards `need` free bytes in the host space: frees one host copy, writing it
+  // to disk first (without the mutex) when it is the chunk's only copy, or waits.
+  void free_host_step(std::unique_lock<std::mutex>& lock, std::size_t need,
+                      const TaskChunks* task) {
     if (need > host.limit) {
       throw OutOfMemoryError("host", need, host.used, host.limit,
                              "the host space must hold at least one chunk on its way to or "
                              "from disk; raise GRIDSPAN_HOST_MEMORY or use smaller chunks (a "
                              "finer data distribution)");
     }
-    while (host.used + need > host.limit) {
-      Chunk* victim = host_victim(task);
-      if (!victim) throw Error("gridspan bug: the host space is over its limit with no copies");
-      evict_host(*victim);
-    }
+    Chunk* victim = host_victim(task);
+    if (!victim) return wait_for_transit(lock, "the host space");
+    Chunk& c = *victim;
+    auto evicted = [&] {
+      drop_host(c);
+      host.spilled += c.block;
+    };
+    if (c.device_copy || c.on_disk) return evicted();
+    const void* data = c.host_copy;
+    transit(
+        lock, c, [&] { spill.write(c.id, data, c.bytes); },
+        [&] {
+          c.on_disk = true;
+          disk.add(c.bytes);
+          evicted();
+        },
+        [] {});  // the host copy stays valid
   }
 
-  // Moves `c` off its device: to the host unless a valid host copy is there already, or
+  // One step towards room on device `d`: moves its least recently used chunk that no task
+  // pins (or is staging) off it, to the host unless a valid host copy is there already or
   // the chunk is safe on disk and the host space would have to evict to take it.
-  void evict_device(Chunk& c, const TaskChunks& task) {
+  void free_device_step(std::unique_lock<std::mutex>& lock, DeviceSpace& d,
+                        const TaskChunks& task) {
+    auto it = std::find_if(d.lru.begin(), d.lru.end(), [&](const Chunk* c) {
+      return c->pins == 0 && !c->moving && task.members.count(c) == 0;
+    });
+    if (it == d.lru.end()) return wait_for_transit(lock, d.device->name());
+    Chunk& c = **it;
+    auto evicted = [&] {
+      drop_device(c);
+      d.usage.spilled += c.block;
+    };
     bool host_has_room = host.limit == kUnbounded || host.used + c.block <= host.limit;
-    if (!c.host_copy && (!c.on_disk || host_has_room)) {
-      void* h = allocate_host(c, &task);
-      try {
-        devices[c.device]->device->copy_to_host(h, c.device_copy, c.bytes);
-      } catch (...) {
-        devices[c.device]->host_pool.free(h, c.bytes);
-        throw;
-      }
-      attach_host(c, h);
-    }
-    drop_device(c);
-    devices[c.device]->usage.spilled += c.block;
+    if (c.host_copy || (c.on_disk && !host_has_room)) return evicted();
+    if (!host_has_room) return free_host_step(lock, c.block, &task);
+    void* h = allocate_host(c);
+    const void* from = c.device_copy;
+    transit(
+        lock, c, [&] { d.device->copy_to_host(h, from, c.bytes); },
+        [&] {
+          attach_host(c, h);
+          evicted();
+        },
+        [&] { free_host(c, h); });
   }
 
-  void make_device_room(DeviceSpace& d, std::size_t need, const TaskChunks& task) {
-    while (d.usage.used + need > d.usage.limit) {
-      auto it = std::find_if(d.lru.begin(), d.lru.end(), [&](const Chunk* c) {
-        return c->pins == 0 && task.members.count(c) == 0;
-      });
-      if (it == d.lru.end()) {
-        throw Error(fmt::format("gridspan bug: {} is over its limit with nothing to evict",
-                                d.device->name()));
-      }
-      evict_device(**it, task);
-    }
-  }
-
-  // Makes `c` resident on its device; room is there already.
-  void bring_back(Chunk& c, const TaskChunks& task) {
-    backend::Device* device = devices[c.device]->device;
+  // One step towards making `c` resident on its device: room on the device, a disk read
+  // into the host (room there first), or the copy to the device.
+  void bring_back_step(std::unique_lock<std::mutex>& lock, Chunk& c, const TaskChunks& task) {
+    DeviceSpace& d = *devices[c.device];
     if (!c.host_copy && c.on_disk) {
-      void* h = allocate_host(c, &task);
-      try {
-        spill.read(c.id, h, c.bytes);
-      } catch (...) {
-        devices[c.device]->host_pool.free(h, c.bytes);
-        throw;
+      if (host.limit != kUnbounded && host.used + c.block > host.limit) {
+        return free_host_step(lock, c.block, &task);
       }
-      attach_host(c, h);
+      void* h = allocate_host(c);
+      transit(
+          lock, c, [&] { spill.read(c.id, h, c.bytes); }, [&] { attach_host(c, h); },
+          [&] { free_host(c, h); });
+      return;
     }
+    if (d.usage.used + c.block > d.usage.limit) return free_device_step(lock, d, task);
     void* p = allocate_device(c);
-    if (c.host_copy) {
-      try {
-        device->copy_from_host(p, c.host_copy, c.bytes);
-      } catch (...) {
-        devices[c.device]->pool.free(p, c.bytes);
-        throw;
+    if (!c.host_copy) return attach_device(c, p);  // fresh memory: no data yet
+    const void* from = c.host_copy;
+    transit(
+        lock, c, [&] { d.device->copy_from_host(p, from, c.bytes); }, [&] { attach_device(c, p); },
+        [&] { free_device(c, p); });
+  }
+
+  // One step of staging a task whose chunks are pinned already: evictions for all of a
+  // device's missing chunks first, then the bring-backs in the task's order. True when
+  // every chunk is resident and none is moving. The mutex may be released inside.
+  bool stage_step(std::unique_lock<std::mutex>& lock, const TaskChunks& task) {
+    for (auto [c, write] : task.chunks) {
+      if (c->moving) {  // another task stages it too: wait, then look again
+        moved.wait(lock);
+        return false;
       }
     }
-    attach_device(c, p);
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+      std::size_t missing = 0;
+      for (auto [c, write] : task.chunks) {
+        if (c->device == static_cast<int>(i) && !c->device_copy) missing += c->block;
+      }
+      DeviceSpace& d = *devices[i];
+      if (missing > 0 && d.usage.used + missing > d.usage.limit) {
+        free_device_step(lock, d, task);
+        return false;
+      }
+    }
+    for (auto [c, write] : task.chunks) {
+      if (!c->device_copy) {
+        bring_back_step(lock, *c, task);
+        return false;
+      }
+    }
+    return true;
   }
 
   void touch(Chunk& c) {
@@ -325,37 +411,79 @@ struct MemoryManager::Impl {
     if (c.device_copy) d.lru.splice(d.lru.end(), d.lru, c.device_lru);
   }
 
-  bool try_stage(const std::vector<ChunkUse>& uses) {
-    TaskChunks task = task_chunks(uses);
-    std::size_t n = devices.size();
-    std::vector<std::size_t> total(n), missing(n), pinned_by_task(n);
-    for (auto [c, write] : task.chunks) {
-      total[c->device] += c->block;
-      if (!c->device_copy) missing[c->device] += c->block;
-      if (c->pins > 0) pinned_by_task[c->device] += c->block;
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      DeviceSpace& d = *devices[i];
-      if (total[i] > d.usage.limit) {
-        throw OutOfMemoryError(d.device->name(), total[i], d.usage.used, d.usage.limit,
-                               "one task needs all of these chunks on the device at once; "
-                               "raise GRIDSPAN_DEVICE_MEMORY or use smaller chunks (a finer "
-                               "data distribution) or smaller superblocks");
-      }
-      if (d.pinned - pinned_by_task[i] + total[i] > d.usage.limit) return false;
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      if (missing[i] > 0) make_device_room(*devices[i], missing[i], task);
-    }
-    for (auto [c, write] : task.chunks) {
-      if (!c->device_copy) bring_back(*c, task);
-    }
+  // Takes back the pins of a staging that failed.
+  void unreserve(const TaskChunks& task, const std::vector<Chunk*>& reserved) {
     std::lock_guard staged_lock(staged_mutex);
+    for (auto [c, write] : task.chunks) {
+      if (--c->pins == 0) {
+        devices[c->device]->pinned -= c->block;
+        staged.erase(c->id);
+      }
+    }
+    for (Chunk* c : reserved) devices[c->device]->reserved -= c->block;
+    moved.notify_all();
+  }
+
+  // Phase 1 (mutex held): admission, then the task's chunks are pinned, which reserves
+  // their space and keeps them from being evicted or destroyed. Phase 2: the copies and
+  // file I/O, each without the mutex (stage_step). Phase 3: publish the staged chunks.
+  bool try_stage(std::unique_lock<std::mutex>& lock, const std::vector<ChunkUse>& uses) {
+    TaskChunks task;
+    std::vector<Chunk*> reserved;
+    std::size_t n = devices.size();
+    while (true) {
+      task = task_chunks(uses);
+      if (std::any_of(task.chunks.begin(), task.chunks.end(),
+                      [](const auto& use) { return use.first->moving; })) {
+        moved.wait(lock);
+        continue;
+      }
+      std::vector<std::size_t> total(n), pinned_by_task(n);
+      for (auto [c, write] : task.chunks) {
+        total[c->device] += c->block;
+        if (c->pins > 0) pinned_by_task[c->device] += c->block;
+      }
+      bool blocked_by_staging = false;
+      for (std::size_t i = 0; i < n; ++i) {
+        DeviceSpace& d = *devices[i];
+        if (total[i] > d.usage.limit) {
+          throw OutOfMemoryError(d.device->name(), total[i], d.usage.used, d.usage.limit,
+                                 "one task needs all of these chunks on the device at once; "
+                                 "raise GRIDSPAN_DEVICE_MEMORY or use smaller chunks (a finer "
+                                 "data distribution) or smaller superblocks");
+        }
+        if (d.pinned + total[i] > d.usage.limit + pinned_by_task[i]) {
+          // Pins of tasks still staging go away soon (staged or failed): wait for those.
+          // Pins of staged tasks go only with an unstage, which the caller waits for.
+          if (d.pinned + total[i] > d.usage.limit + pinned_by_task[i] + d.reserved) return false;
+          blocked_by_staging = true;
+        }
+      }
+      if (blocked_by_staging) {
+        moved.wait(lock);
+        continue;
+      }
+      break;
+    }
     for (auto [c, write] : task.chunks) {
       if (c->pins++ == 0) {
         devices[c->device]->pinned += c->block;
-        staged[c->id] = StagedChunk{c->device_copy, c->bytes};
+        devices[c->device]->reserved += c->block;
+        reserved.push_back(c);
       }
+    }
+    try {
+      while (!stage_step(lock, task)) {
+      }
+    } catch (...) {
+      unreserve(task, reserved);
+      throw;
+    }
+    for (Chunk* c : reserved) devices[c->device]->reserved -= c->block;
+    moved.notify_all();
+    std::lock_guard staged_lock(staged_mutex);
+    for (auto [c, write] : task.chunks) {
+      staged[c->id] = StagedChunk{c->device_copy, c->bytes};
       touch(*c);
       if (write) {
         drop_host(*c);
@@ -375,6 +503,8 @@ struct MemoryManager::Impl {
                         c->id));
       }
     }
+    // A staged chunk is resident, so it is never moving: its host copy is redundant and
+    // nothing reads it, and pinned chunks are no eviction victims.
     std::lock_guard staged_lock(staged_mutex);
     for (auto [c, write] : task.chunks) {
       if (--c->pins == 0) {
@@ -436,7 +566,8 @@ void MemoryManager::create(ChunkId chunk, std::size_t bytes, int device) {
 }
 
 void MemoryManager::destroy(ChunkId chunk) {
-  std::lock_guard lock(impl_->mutex);
+  std::unique_lock lock(impl_->mutex);
+  while (impl_->find(chunk).moving) impl_->moved.wait(lock);
   Chunk& c = impl_->find(chunk);
   if (c.pins > 0) {
     throw Error(
@@ -456,8 +587,8 @@ bool MemoryManager::exists(ChunkId chunk) const {
 }
 
 bool MemoryManager::try_stage(const std::vector<ChunkUse>& uses) {
-  std::lock_guard lock(impl_->mutex);
-  return impl_->try_stage(uses);
+  std::unique_lock lock(impl_->mutex);
+  return impl_->try_stage(lock, uses);
 }
 
 void* MemoryManager::data(ChunkId chunk) const {

@@ -159,7 +159,13 @@ std::string SpillStore::file_name(uint64_t id) const {
   return fmt::format("chunk-{}-{}.spill", ::getpid(), id);
 }
 
+std::string SpillStore::dir() const {
+  std::lock_guard lock(mutex_);
+  return dir_;
+}
+
 std::string SpillStore::path(uint64_t id) const {
+  std::lock_guard lock(mutex_);
   return dir_ + "/" + file_name(id);
 }
 
@@ -176,10 +182,15 @@ uint32_t SpillStore::checksum(const void* data, std::size_t bytes) {
 }
 
 void SpillStore::write(uint64_t id, const void* data, std::size_t bytes) {
-  ensure_dir();
-  std::string file = path(id);
+  std::string file;
+  {
+    std::lock_guard lock(mutex_);
+    ensure_dir();
+    file = dir_ + "/" + file_name(id);
+  }
   auto failed = [&](int error) {
     ::unlink(file.c_str());
+    std::lock_guard lock(mutex_);
     files_.erase(id);
     return IoError(
         fmt::format("cannot write spill file '{}' of chunk {}: {}; check the free "
@@ -189,7 +200,10 @@ void SpillStore::write(uint64_t id, const void* data, std::size_t bytes) {
   int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) throw failed(errno);
   FileGuard guard(fd);
-  files_.insert(id);
+  {
+    std::lock_guard lock(mutex_);
+    files_.insert(id);
+  }
   Header header;
   header.chunk = id;
   header.bytes = bytes;
@@ -254,8 +268,13 @@ void SpillStore::read(uint64_t id, void* data, std::size_t bytes) {
 }
 
 void SpillStore::remove(uint64_t id) {
-  if (files_.erase(id) == 0) return;
-  ::unlink(path(id).c_str());
+  std::string file;
+  {
+    std::lock_guard lock(mutex_);
+    if (files_.erase(id) == 0) return;
+    file = dir_ + "/" + file_name(id);
+  }
+  ::unlink(file.c_str());
 }
 
 }  // namespace gridspan::runtime::detail

@@ -1,11 +1,13 @@
 // The disk level of the memory manager: one file per spilled chunk,
 // `<dir>/chunk-<pid>-<id>.spill`, a small header (magic, version, chunk id, byte count)
 // and a CRC-32 of the payload that is verified on every reload, so a damaged file is an
-// error and never wrong data.
+// error and never wrong data. Safe to call from several threads at once for different
+// chunks: the file I/O runs without the store's lock.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <set>
 #include <string>
 
@@ -23,7 +25,7 @@ class SpillStore {
   SpillStore& operator=(const SpillStore&) = delete;
 
   /// The folder in use; empty while a private folder has not been created yet.
-  const std::string& dir() const { return dir_; }
+  std::string dir() const;
   /// Where chunk `id` is spilled (under dir(), which is empty before the first write).
   std::string path(uint64_t id) const;
 
@@ -40,9 +42,10 @@ class SpillStore {
   static uint32_t checksum(const void* data, std::size_t bytes);
 
  private:
-  void ensure_dir();
+  void ensure_dir();  // under mutex_
   std::string file_name(uint64_t id) const;
 
+  mutable std::mutex mutex_;  // dir_ and files_; never held while reading or writing a file
   std::string dir_;
   bool private_dir_ = false;
   std::set<uint64_t> files_;

@@ -51,6 +51,8 @@ Worker::~Worker() {
   }
   wake_scheduler_.notify_all();
   scheduler_.join();
+  // Executor threads belong to the backend and may still be leaving a completion callback.
+  while (callbacks_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
 }
 
 void Worker::submit(std::vector<Task>&& tasks) {
@@ -197,15 +199,30 @@ void Worker::process(std::deque<Node*>& work, int here) {
         blocked_.push_back(node);
         continue;
       }
+      // Reserve the admission, then stage without the scheduler's lock: staging may move
+      // data between spaces (disk I/O), and finishing tasks must not wait for that.
+      staged_bytes_[dev] += node->staged_bytes;
+      ++staged_tasks_[dev];
+      uint64_t epoch = unstage_epoch_;
+      lock.unlock();
       bool staged = false;
       try {
         staged = memory_.try_stage(node->uses);
       } catch (...) {
         error = std::current_exception();
       }
+      lock.lock();
+      if (error || !staged) {
+        staged_bytes_[dev] -= node->staged_bytes;
+        --staged_tasks_[dev];
+      }
       if (!error && !staged) {
         ++stats_.stage_retries;
-        blocked_.push_back(node);
+        // Something unstaged while it tried: try again now, or it would wait for the next.
+        if (unstage_epoch_ != epoch)
+          work.push_back(node);
+        else
+          blocked_.push_back(node);
         continue;
       }
     }
@@ -213,8 +230,6 @@ void Worker::process(std::deque<Node*>& work, int here) {
       finish(node, error, work);
       continue;
     }
-    staged_bytes_[dev] += node->staged_bytes;
-    ++staged_tasks_[dev];
     if (dev == here) {
       lock.unlock();
       std::exception_ptr e;
@@ -229,13 +244,18 @@ void Worker::process(std::deque<Node*>& work, int here) {
     } else {
       devices_[dev]->submit([this, node] { run_task(node); },
                             [this, node, dev](std::exception_ptr e) {
+                              callbacks_.fetch_add(1, std::memory_order_relaxed);
                               unstage(node, e);
                               std::deque<Node*> next;
                               {
                                 std::lock_guard<AdaptiveMutex> lock(mutex_);
                                 finish(node, e, next);
+                                if (next.empty() && progress_ && !blocked_.empty())
+                                  wake_scheduler_.notify_one();
                               }
-                              process(next, dev);
+                              if (!next.empty()) process(next, dev);
+                              // The last touch of the worker: its destructor waits for it.
+                              callbacks_.fetch_sub(1, std::memory_order_release);
                             });
     }
   }
@@ -253,6 +273,7 @@ void Worker::unstage(Node* node, std::exception_ptr& error) {
   staged_bytes_[node->task.device] -= node->staged_bytes;
   --staged_tasks_[node->task.device];
   progress_ = true;
+  ++unstage_epoch_;
 }
 
 void Worker::enable_trace() {

@@ -9,11 +9,13 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -679,6 +681,117 @@ TEST(MemoryManager, DeviceCapacityIsTheDefaultLimitAndCacheIsReleasedFirst) {
   EXPECT_EQ(mm.stats()[0].spilled_bytes, 0u) << "released the cache instead of evicting";
   EXPECT_EQ(mm.stats()[0].cached_bytes, 0u);
   EXPECT_EQ(mm.stats()[0].used_bytes, 32 * KiB);
+}
+
+// A fake device whose copies to the device, once armed, stop until the test opens the gate.
+class GatedDevice : public FakeDevice {
+ public:
+  using FakeDevice::FakeDevice;
+  void copy_from_host(void* device, const void* host, std::size_t bytes) override {
+    if (armed_.exchange(false)) {
+      std::unique_lock lock(mutex_);
+      entered_ = true;
+      changed_.notify_all();
+      changed_.wait(lock, [&] { return open_; });
+    }
+    FakeDevice::copy_from_host(device, host, bytes);
+  }
+  void arm() { armed_ = true; }
+  bool wait_entered(std::chrono::seconds timeout) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, timeout, [&] { return entered_; });
+  }
+  void open() {
+    std::lock_guard lock(mutex_);
+    open_ = true;
+    changed_.notify_all();
+  }
+
+ private:
+  std::atomic<bool> armed_{false};
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool entered_ = false;
+  bool open_ = false;
+};
+
+// A bring-back stuck in its copy holds up nobody else: another task's unstage, other
+// stagings and the statistics complete while it waits.
+TEST(MemoryManager, SlowCopyDoesNotHoldUpOtherThreads) {
+  TempDir dir;
+  GatedDevice dev(0, 64 * KiB);
+  MemoryManager mm({&dev}, small_limits(dir.str()));
+  std::mt19937_64 g = test::rng(6);
+  std::vector<std::vector<unsigned char>> content;
+  for (ChunkId id = 0; id < 6; ++id) {
+    mm.create(id, 16 * KiB, 0);
+    content.push_back(random_bytes(16 * KiB, g));
+    write_chunk(mm, id, content[id]);
+  }
+  ASSERT_FALSE(mm.state(0).on_device);  // device: 2 3 4 5; host: 0 1
+  ASSERT_TRUE(mm.try_stage({{5, true}}));
+  dev.arm();
+  std::atomic<bool> staged{false};
+  std::thread slow([&] { staged = mm.try_stage({{0, false}}); });  // evicts 2, copies 0 in
+  bool entered = dev.wait_entered(std::chrono::seconds(30));
+  EXPECT_TRUE(entered) << "the bring-back of chunk 0 never started its copy";
+  // With the copy stuck, everything else goes on (a lock held over the copy would hang
+  // here, so it runs on a thread and the test gives up after 30 s).
+  std::promise<void> others_done;
+  std::thread other([&] {
+    mm.unstage({{5, true}});
+    EXPECT_TRUE(mm.try_stage({{3, false}}));  // resident: no copy
+    EXPECT_EQ(std::memcmp(mm.data(3), content[3].data(), 16 * KiB), 0);
+    mm.unstage({{3, false}});
+    EXPECT_EQ(mm.state(0).pins, 1);  // being staged
+    EXPECT_EQ(mm.stats()[0].used_bytes, 64 * KiB);
+    others_done.set_value();
+  });
+  auto status = others_done.get_future().wait_for(std::chrono::seconds(30));
+  EXPECT_EQ(status, std::future_status::ready) << "unstage waited for another task's copy";
+  EXPECT_FALSE(staged.load()) << "the slow staging finished before the gate opened";
+  dev.open();
+  slow.join();
+  other.join();
+  ASSERT_TRUE(staged.load());
+  EXPECT_EQ(std::memcmp(mm.data(0), content[0].data(), 16 * KiB), 0);
+  mm.unstage({{0, false}});
+  for (ChunkId id = 0; id < 6; ++id) expect_chunk(mm, id, content[id]);
+  EXPECT_EQ(mm.pinned_bytes(0), 0u);
+}
+
+// Destroying a chunk that another thread is moving waits for the move instead of freeing
+// memory under it (and then refuses: a task being staged uses the chunk).
+TEST(MemoryManager, DestroyWaitsForAChunkInTransit) {
+  TempDir dir;
+  GatedDevice dev(0, 64 * KiB);
+  MemoryManager mm({&dev}, small_limits(dir.str()));
+  std::vector<unsigned char> content(16 * KiB, 3);
+  for (ChunkId id = 0; id < 5; ++id) {
+    mm.create(id, 16 * KiB, 0);
+    write_chunk(mm, id, content);
+  }
+  ASSERT_TRUE(mm.state(0).on_host && !mm.state(0).on_device);
+  dev.arm();
+  std::atomic<bool> staged{false}, refused{false};
+  std::thread slow([&] { staged = mm.try_stage({{0, false}}); });
+  ASSERT_TRUE(dev.wait_entered(std::chrono::seconds(30)));
+  std::thread destroyer([&] {
+    try {
+      mm.destroy(0);
+    } catch (const Error&) {
+      refused = true;
+    }
+  });
+  dev.open();
+  slow.join();
+  destroyer.join();
+  ASSERT_TRUE(staged.load());
+  EXPECT_TRUE(refused.load());
+  expect_chunk(mm, 0, content);
+  mm.unstage({{0, false}});
+  mm.destroy(0);
+  EXPECT_FALSE(mm.exists(0));
 }
 
 // Several threads stage random sets of chunks (with random writes) under small limits and

@@ -4,6 +4,7 @@
 // released. The bytes staged ahead per device are bounded (GRIDSPAN_STAGING_BYTES).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -94,7 +95,9 @@ class Worker {
   std::unordered_multiset<plan::TaskId> waited_;  // tasks a wait() is blocked on
   int waiting_all_ = 0;
   bool stop_ = false;
-  bool progress_ = false;  // something was unstaged since the last staging attempt
+  bool progress_ = false;          // something was unstaged since the last staging attempt
+  uint64_t unstage_epoch_ = 0;     // counts unstages, to see one during a staging
+  std::atomic<int> callbacks_{0};  // completion callbacks running on executors
   std::exception_ptr unreported_;
   WorkerStats stats_;
   std::thread scheduler_;
