@@ -493,6 +493,25 @@ struct MemoryManager::Impl {
     return true;
   }
 
+  bool try_stage_resident(const std::vector<ChunkUse>& uses) {
+    TaskChunks task = task_chunks(uses);
+    // Not while another staging on the same device is in progress: its admission counted
+    // the unpinned resident chunks as room it may evict, and new pins would take that away.
+    for (auto [c, write] : task.chunks)
+      if (c->moving || !c->device_copy || devices[c->device]->reserved > 0) return false;
+    std::lock_guard staged_lock(staged_mutex);
+    for (auto [c, write] : task.chunks) {
+      if (c->pins++ == 0) devices[c->device]->pinned += c->block;
+      staged[c->id] = StagedChunk{c->device_copy, c->bytes};
+      touch(*c);
+      if (write) {
+        drop_host(*c);
+        drop_disk(*c);
+      }
+    }
+    return true;
+  }
+
   void unstage(const std::vector<ChunkUse>& uses) {
     TaskChunks task = task_chunks(uses);
     for (auto [c, write] : task.chunks) {
@@ -589,6 +608,11 @@ bool MemoryManager::exists(ChunkId chunk) const {
 bool MemoryManager::try_stage(const std::vector<ChunkUse>& uses) {
   std::unique_lock lock(impl_->mutex);
   return impl_->try_stage(lock, uses);
+}
+
+bool MemoryManager::try_stage_resident(const std::vector<ChunkUse>& uses) {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->try_stage_resident(uses);
 }
 
 void* MemoryManager::data(ChunkId chunk) const {

@@ -199,19 +199,27 @@ void Worker::process(std::deque<Node*>& work, int here) {
         blocked_.push_back(node);
         continue;
       }
-      // Reserve the admission, then stage without the scheduler's lock: staging may move
-      // data between spaces (disk I/O), and finishing tasks must not wait for that.
+      // Reserve the admission, then stage: at once when every chunk is resident, else
+      // without the scheduler's lock, since staging may move data between spaces (disk I/O)
+      // and finishing tasks must not wait for that.
       staged_bytes_[dev] += node->staged_bytes;
       ++staged_tasks_[dev];
       uint64_t epoch = unstage_epoch_;
-      lock.unlock();
       bool staged = false;
       try {
-        staged = memory_.try_stage(node->uses);
+        staged = memory_.try_stage_resident(node->uses);
       } catch (...) {
         error = std::current_exception();
       }
-      lock.lock();
+      if (!staged && !error) {
+        lock.unlock();
+        try {
+          staged = memory_.try_stage(node->uses);
+        } catch (...) {
+          error = std::current_exception();
+        }
+        lock.lock();
+      }
       if (error || !staged) {
         staged_bytes_[dev] -= node->staged_bytes;
         --staged_tasks_[dev];

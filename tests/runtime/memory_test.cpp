@@ -230,6 +230,31 @@ TEST(MemoryManager, FreshChunkNeedsNoCopies) {
   EXPECT_FALSE(mm.exists(7));
 }
 
+TEST(MemoryManager, QuickStagingOnlyForResidentChunks) {
+  TempDir dir;
+  FakeDevice dev(0, 64 * KiB);
+  MemoryManager mm({&dev}, small_limits(dir.str()));
+  mm.create(1, 4000, 0);
+  mm.create(2, 4000, 0);
+  EXPECT_FALSE(mm.try_stage_resident({{1, false}}));  // fresh: memory must be taken first
+  EXPECT_EQ(mm.state(1).pins, 0);
+  ASSERT_TRUE(mm.try_stage({{1, true}}));
+  auto* p = static_cast<int*>(mm.data(1));
+  p[0] = 1234;
+  mm.unstage({{1, true}});
+  ASSERT_TRUE(mm.try_stage_resident({{1, false}}));  // resident now: staged at once
+  EXPECT_EQ(static_cast<int*>(mm.data(1))[0], 1234);
+  EXPECT_EQ(mm.state(1).pins, 1);
+  EXPECT_EQ(mm.pinned_bytes(0), 4096u);
+  // All or nothing: one chunk not resident, nothing is pinned.
+  EXPECT_FALSE(mm.try_stage_resident({{1, false}, {2, false}}));
+  EXPECT_EQ(mm.state(1).pins, 1);
+  EXPECT_EQ(mm.state(2).pins, 0);
+  mm.unstage({{1, false}});
+  EXPECT_EQ(mm.pinned_bytes(0), 0u);
+  EXPECT_EQ(dev.copies_from_host + dev.copies_to_host, 0);
+}
+
 TEST(MemoryManager, DataSurvivesRoundTripsThroughHostAndDisk) {
   TempDir dir;
   FakeDevice dev0(0, 64 * KiB), dev1(1, 64 * KiB);

@@ -67,6 +67,11 @@ class MemoryManager {
   /// after an unstage). Throws OutOfMemoryError (space, requested, in use, limit) when
   /// the chunks can never fit, IoError for a failed or corrupt spill file.
   bool try_stage(const std::vector<ChunkUse>& uses);
+  /// The quick case of try_stage: stages (and returns true) only when every chunk is already
+  /// resident on its device and none is moving, so no data moves and no space is needed;
+  /// otherwise changes nothing and returns false (then call try_stage). Callers may hold
+  /// their own locks around it.
+  bool try_stage_resident(const std::vector<ChunkUse>& uses);
   /// Device pointer of a staged chunk.
   void* data(ChunkId chunk) const;
   std::size_t bytes(ChunkId chunk) const;
