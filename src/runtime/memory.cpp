@@ -481,6 +481,13 @@ struct MemoryManager::Impl {
     }
     for (Chunk* c : reserved) devices[c->device]->reserved -= c->block;
     moved.notify_all();
+    publish(task);
+    return true;
+  }
+
+  // The last step of a staging (mutex held, chunks resident and pinned): data() may now
+  // hand out their memory; written chunks lose their stale host and disk copies.
+  void publish(const TaskChunks& task) {
     std::lock_guard staged_lock(staged_mutex);
     for (auto [c, write] : task.chunks) {
       staged[c->id] = StagedChunk{c->device_copy, c->bytes};
@@ -490,7 +497,6 @@ struct MemoryManager::Impl {
         drop_disk(*c);
       }
     }
-    return true;
   }
 
   bool try_stage_resident(const std::vector<ChunkUse>& uses) {
@@ -499,16 +505,9 @@ struct MemoryManager::Impl {
     // the unpinned resident chunks as room it may evict, and new pins would take that away.
     for (auto [c, write] : task.chunks)
       if (c->moving || !c->device_copy || devices[c->device]->reserved > 0) return false;
-    std::lock_guard staged_lock(staged_mutex);
-    for (auto [c, write] : task.chunks) {
+    for (auto [c, write] : task.chunks)
       if (c->pins++ == 0) devices[c->device]->pinned += c->block;
-      staged[c->id] = StagedChunk{c->device_copy, c->bytes};
-      touch(*c);
-      if (write) {
-        drop_host(*c);
-        drop_disk(*c);
-      }
-    }
+    publish(task);
     return true;
   }
 
