@@ -344,13 +344,7 @@ __device__ void block_sum(dim3 blockIdx, const gridspan::Vector<int> in,
     d->arrays[1] = chunk_arg(out.data(), 1, {0, 0, 0}, {blocks, 1, 1}, 4, GS_WRITE);
     LaunchDesc* dp = d.get();
     descs.push_back(std::move(d));
-    devices[sb % devices.size()]->submit([&k, dp] { k->run(dp->get()); },
-                                         [&finished, sb](std::exception_ptr e) {
-                                           if (e)
-                                             finished[sb].set_exception(e);
-                                           else
-                                             finished[sb].set_value();
-                                         });
+    run_on(*devices[sb % devices.size()], *k, *dp, finished[sb]);
   }
   for (auto& f : finished) f.get_future().get();
   for (int b = 0; b < blocks; ++b) {
@@ -444,13 +438,7 @@ __device__ void atomics(dim3 blockIdx, const gridspan::Vector<float> x, const gr
     d->arrays[5] = chunk_arg(hist.data(), 1, {0, 0, 0}, {4, 1, 1}, 8, GS_ATOMIC, GS_ADD);
     LaunchDesc* dp = d.get();
     descs.push_back(std::move(d));
-    devices[sb % devices.size()]->submit([&k, dp] { k->run(dp->get()); },
-                                         [&finished, sb](std::exception_ptr e) {
-                                           if (e)
-                                             finished[sb].set_exception(e);
-                                           else
-                                             finished[sb].set_value();
-                                         });
+    run_on(*devices[sb % devices.size()], *k, *dp, finished[sb]);
   }
   for (auto& f : finished) f.get_future().get();
   double expect_f = 0;

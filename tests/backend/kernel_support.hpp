@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -96,5 +97,17 @@ struct LaunchDesc {
     return launch;
   }
 };
+
+/// Runs `desc` with `kernel` on one of `device`'s executors; `done` gets the result.
+inline void run_on(backend::Device& device, const backend::CompiledKernel& kernel, LaunchDesc& desc,
+                   std::promise<void>& done) {
+  device.submit([&kernel, &desc] { kernel.run(desc.get()); },
+                [&done](std::exception_ptr e) {
+                  if (e)
+                    done.set_exception(e);
+                  else
+                    done.set_value();
+                });
+}
 
 }  // namespace gridspan::test

@@ -265,35 +265,33 @@ inline double __dmul_rn(double a, double b) {
 inline float exp10f(float x) {
   return powf(10.0f, x);
 }
+namespace gridspan::cpu_detail {
+// The bit reinterpretations below (__int_as_float ...) share this.
+template <class To, class From>
+inline To bits_as(From from) {
+  static_assert(sizeof(To) == sizeof(From), "bit reinterpretation between different sizes");
+  To to;
+  memcpy(&to, &from, sizeof to);
+  return to;
+}
+}  // namespace gridspan::cpu_detail
 inline float __int_as_float(int x) {
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
+  return ::gridspan::cpu_detail::bits_as<float>(x);
 }
 inline int __float_as_int(float f) {
-  int x;
-  memcpy(&x, &f, 4);
-  return x;
+  return ::gridspan::cpu_detail::bits_as<int>(f);
 }
 inline float __uint_as_float(unsigned int x) {
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
+  return ::gridspan::cpu_detail::bits_as<float>(x);
 }
 inline unsigned int __float_as_uint(float f) {
-  unsigned int x;
-  memcpy(&x, &f, 4);
-  return x;
+  return ::gridspan::cpu_detail::bits_as<unsigned int>(f);
 }
 inline double __longlong_as_double(long long x) {
-  double d;
-  memcpy(&d, &x, 8);
-  return d;
+  return ::gridspan::cpu_detail::bits_as<double>(x);
 }
 inline long long __double_as_longlong(double d) {
-  long long x;
-  memcpy(&x, &d, 8);
-  return x;
+  return ::gridspan::cpu_detail::bits_as<long long>(d);
 }
 inline int __popc(unsigned int x) {
   return __builtin_popcount(x);
