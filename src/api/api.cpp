@@ -152,7 +152,7 @@ class NativeExecutable : public plan::Executable {
     std::vector<GsArrayArg> arrays(n);
     std::vector<const void*> scalars(n, nullptr);
     runtime::frame_arguments(params_, frame, arrays.data(), scalars.data());
-    NativeContext ctx{frame.device, ex.blocks, ex.block, ex.grid};
+    NativeContext ctx{frame.device, ex.blocks, ex.block, ex.grid, frame.dev->stream()};
     invoke_(ctx, arrays.data(), scalars.data());
   }
 
@@ -289,6 +289,10 @@ void Context::synchronize() {
 }
 int Context::device_count() const {
   return driver_->device_count();
+}
+
+std::string Context::backend_name() const {
+  return driver_->backend_name();
 }
 std::vector<SpaceStats> Context::memory_stats() const {
   return driver_->memory_stats();

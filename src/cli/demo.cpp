@@ -157,14 +157,21 @@ Row demo_hotspot(int scale) {
   std::vector<float> out = a.to_vector();
   double t = seconds_since(t0);
   double err = 0;
-  for (size_t i = 0; i < out.size(); ++i) err = std::max(err, (double)std::fabs(out[i] - ref[i]));
+  double magnitude = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    err = std::max(err, (double)std::fabs(out[i] - ref[i]));
+    magnitude = std::max(magnitude, (double)std::fabs(ref[i]));
+  }
+  // Exact on the cpu backend; a GPU fuses multiply-adds (as nvcc does by default), which
+  // rounds once where the reference rounds twice: a few units in the last place.
+  const bool fused = ctx.backend_name() != "cpu";
   return {"hotspot-2d (10 it)",
           (long long)rows * cols,
           t,
           "cell/s",
           spilled(ctx),
-          err == 0.0,
-          fmt::format("max |diff| {:.1e}", err)};
+          fused ? err <= 1e-5 * magnitude : err == 0.0,
+          fmt::format("max |diff| {:.1e}{}", err, fused ? " (fused multiply-add)" : "")};
 }
 
 const char* kKmeans = R"(

@@ -81,6 +81,22 @@ Config Config::with_env() const {
       log::warn("GRIDSPAN_LOG='{}' is not one of error, warn, info, debug; keeping the default", s);
   }
   log::set_level(c.log_level);
+  if (const char* v = env("GRIDSPAN_BACKEND")) {
+    std::string b = v;
+    for (char& ch : b) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (b != "auto" && b != "cpu" && b != "cuda")
+      throw ConfigError(
+          fmt::format("GRIDSPAN_BACKEND='{}' is not a backend; give auto, cuda or cpu", v));
+    c.backend = b;
+  }
+  if (const char* v = env("GRIDSPAN_GPUS")) {
+    char* end = nullptr;
+    long n = std::strtol(v, &end, 10);
+    if (*end || n < 0 || n > 1024)
+      throw ConfigError(fmt::format(
+          "GRIDSPAN_GPUS='{}' is not a GPU count; give a whole number (0 = every GPU)", v));
+    c.gpus = static_cast<int>(n);
+  }
   if (const char* v = env("GRIDSPAN_CPU_DEVICES")) {
     char* end = nullptr;
     long n = std::strtol(v, &end, 10);

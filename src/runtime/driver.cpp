@@ -16,7 +16,7 @@ namespace gridspan::runtime {
 
 Driver::Driver(const Config& config) : config_(config) {
   log::set_level(config_.log_level);
-  backend_ = backend::make_cpu_backend(config_);
+  backend_ = backend::make_backend(config_);
   auto devices = backend_->devices();
   devices_ = static_cast<int>(devices.size());
   MemoryLimits limits;
@@ -223,11 +223,19 @@ void KernelExecutable::run(const plan::ExecFrame& frame) const {
   launch.num_params = static_cast<int32_t>(n);
   launch.arrays = arrays;
   launch.scalars = scalars;
-  GsCheckState check{};
   if (!checked_) {
-    kernel_->run(launch);
+    kernel_->run(launch, *frame.dev);
     return;
   }
+  // The check state must be addressable by the kernel: pinned, mapped host memory.
+  backend::Device& dev = *frame.dev;
+  struct CheckMemory {
+    backend::Device& dev;
+    GsCheckState* p = static_cast<GsCheckState*>(dev.allocate_host(sizeof(GsCheckState)));
+    ~CheckMemory() { dev.deallocate_host(p, sizeof(GsCheckState)); }
+  } check_memory{dev};
+  GsCheckState& check = *check_memory.p;
+  std::memset(&check, 0, sizeof check);
   launch.check = &check;
   // Read-only arrays are compared before and after, so a write through a `read` rule shows.
   std::vector<std::vector<unsigned char>> before(n);
@@ -235,12 +243,13 @@ void KernelExecutable::run(const plan::ExecFrame& frame) const {
     const plan::ExecArg& arg = ex.arrays[p];
     std::size_t elem = dtype_size(params_[p].dtype);
     out.resize(static_cast<std::size_t>(arg.region.volume()) * elem);
-    copy_region(out.data(), arg.region, frame.data[p], arg.chunk.rect, arg.region, elem);
+    dev.download(out.data(), arg.region, frame.data[p], arg.chunk.rect, arg.region, elem);
   };
   for (std::size_t p = 0; p < n; ++p)
     if (params_[p].is_array && frame.data[p] && ex.arrays[p].mode == annotation::Mode::read)
       region_bytes(p, before[p]);
-  kernel_->run(launch);
+  kernel_->run(launch, dev);
+  dev.synchronize();
   auto where = [&](std::size_t p, const Point& idx) {
     std::string s;
     for (int ax = 0; ax < params_[p].rank; ++ax) s += fmt::format("{}{}", ax ? ", " : "", idx[ax]);
@@ -255,11 +264,12 @@ void KernelExecutable::run(const plan::ExecFrame& frame) const {
         name_, params_[p].name, where(p, idx), ex.arrays[p].region.str(),
         annotation::mode_name(ex.arrays[p].mode), ex.blocks.str()));
   }
+  std::vector<std::vector<unsigned char>> after(n);
+  for (std::size_t p = 0; p < n; ++p)
+    if (!before[p].empty()) region_bytes(p, after[p]);
+  dev.synchronize();
   for (std::size_t p = 0; p < n; ++p) {
-    if (before[p].empty()) continue;
-    std::vector<unsigned char> after;
-    region_bytes(p, after);
-    if (after == before[p]) continue;
+    if (before[p].empty() || after[p] == before[p]) continue;
     std::size_t elem = dtype_size(params_[p].dtype);
     const Rect& r = ex.arrays[p].region;
     // The same array may be passed twice, once to be written: its writes through the other
@@ -275,9 +285,8 @@ void KernelExecutable::run(const plan::ExecFrame& frame) const {
     // the first one is reported.
     Point first = r.lo;
     bool found = false;
-    auto* chunk = static_cast<unsigned char*>(frame.data[p]);
-    for (std::size_t k = 0; k * elem < after.size(); ++k) {
-      if (std::memcmp(&after[k * elem], &before[p][k * elem], elem) == 0) continue;
+    for (std::size_t k = 0; k * elem < after[p].size(); ++k) {
+      if (std::memcmp(&after[p][k * elem], &before[p][k * elem], elem) == 0) continue;
       Point idx = r.lo;
       int64_t rest = static_cast<int64_t>(k);
       for (int ax = r.rank - 1; ax >= 0; --ax) {
@@ -285,12 +294,15 @@ void KernelExecutable::run(const plan::ExecFrame& frame) const {
         rest /= r.extent(ax);
       }
       if (written_elsewhere(idx)) continue;
-      std::memcpy(chunk + ex.arrays[p].chunk.rect.offset_of(idx) * elem, &before[p][k * elem],
-                  elem);
+      Point hi = idx;
+      for (int ax = 0; ax < r.rank; ++ax) ++hi[ax];
+      Rect one(r.rank, idx, hi);
+      dev.upload(frame.data[p], ex.arrays[p].chunk.rect, &before[p][k * elem], one, one, elem);
       if (!found) first = idx;
       found = true;
     }
     if (!found) continue;
+    dev.synchronize();
     Point idx = first;
     throw AccessError(fmt::format(
         "kernel `{}` wrote `{}[{}]`, but the annotation declares `{}` read-only (read {}) in "

@@ -238,7 +238,7 @@ void Worker::process(std::deque<Node*>& work, int here) {
       finish(node, error, work);
       continue;
     }
-    if (dev == here) {
+    if (dev == here && !devices_[dev]->asynchronous()) {
       lock.unlock();
       std::exception_ptr e;
       try {
@@ -320,24 +320,25 @@ void Worker::run_task(Node* node) {
 
 void Worker::run_payload(Node* node) {
   Task& t = node->task;
+  backend::Device& dev = *devices_[t.device];
   auto data = [&](const plan::ChunkRef& c) { return memory_.data(c.id); };
   std::visit(
       [&](auto& p) {
         using P = std::decay_t<decltype(p)>;
         if constexpr (std::is_same_v<P, plan::Fill>) {
-          fill_region(data(p.dst), p.dst.rect, p.region, p.value.data(), p.elem_size);
+          dev.fill(data(p.dst), p.dst.rect, p.region, p.value.data(), p.elem_size);
         } else if constexpr (std::is_same_v<P, plan::Copy>) {
-          copy_region(data(p.dst), p.dst.rect, data(p.src), p.src.rect, p.region, p.elem_size);
+          dev.copy(data(p.dst), p.dst.rect, data(p.src), p.src.rect, p.region, p.elem_size);
         } else if constexpr (std::is_same_v<P, plan::Reduce>) {
           std::size_t elem = dtype_size(p.dtype);
           auto identity = plan::reduce_identity(p.op, p.dtype);
-          fill_region(data(p.dst), p.dst.rect, p.dst.rect, identity.data(), elem);
+          dev.fill(data(p.dst), p.dst.rect, p.dst.rect, identity.data(), elem);
           for (auto& src : p.srcs)
-            combine_region(data(p.dst), p.dst.rect, data(src), src.rect, p.op, p.dtype);
+            dev.combine(data(p.dst), p.dst.rect, data(src), src.rect, p.op, p.dtype);
         } else if constexpr (std::is_same_v<P, plan::HostWrite>) {
-          copy_region(data(p.dst), p.dst.rect, p.data->data(), p.data_rect, p.region, p.elem_size);
+          dev.upload(data(p.dst), p.dst.rect, p.data->data(), p.data_rect, p.region, p.elem_size);
         } else if constexpr (std::is_same_v<P, plan::ReadBack>) {
-          copy_region(p.dst, p.dst_rect, data(p.src), p.src.rect, p.region, p.elem_size);
+          dev.download(p.dst, p.dst_rect, data(p.src), p.src.rect, p.region, p.elem_size);
         } else if constexpr (std::is_same_v<P, plan::Execute>) {
           void* ptrs[64];
           std::vector<void*> heap;
@@ -346,7 +347,7 @@ void Worker::run_payload(Node* node) {
           if (n > 64) heap.resize(n), slot = heap.data();
           for (std::size_t i = 0; i < n; ++i)
             slot[i] = p.arrays[i].chunk.id ? data(p.arrays[i].chunk) : nullptr;
-          p.executable->run(plan::ExecFrame{p, slot, t.device});
+          p.executable->run(plan::ExecFrame{p, slot, t.device, &dev});
         }
       },
       t.payload);

@@ -59,7 +59,7 @@ __device__ void stencil1d(dim3 blockIdx, int n, gridspan::Vector<float> out,
   d.arrays[2] =
       array_arg(in_chunk.data(), 1, {630, 0, 0}, {275, 1, 1}, {639, 0, 0}, {897, 1, 1}, 4, GS_READ);
   d.arrays[3] = chunk_arg(tag_chunk.data(), 1, {640, 0, 0}, {256, 1, 1}, 8, GS_WRITE);
-  k->run(d.get());
+  k->run(d.get(), any_device());
   for (int i = 600; i < 1000; ++i) {
     const float got = out_chunk[i - 600];
     if (i >= 640 && i < 896) {
@@ -96,7 +96,7 @@ __device__ void mat(dim3 blockIdx, gridspan::Matrix<double> out, gridspan::Matri
   d.arrays[0] = chunk_arg(out.data(), 2, {r0, c0, 0}, {rows, cols, 1}, 8, GS_WRITE);
   d.arrays[1] = chunk_arg(out2.data(), 2, {r0, c0, 0}, {rows, cols, 1}, 8, GS_WRITE);
   d.arrays[2] = chunk_arg(a.data(), 2, {r0, c0, 0}, {rows, cols, 1}, 8, GS_READ);
-  k->run(d.get());
+  k->run(d.get(), any_device());
   for (int64_t i = r0; i < r0 + rows; ++i) {
     for (int64_t j = c0; j < c0 + cols; ++j) {
       const int64_t at = (i - r0) * cols + (j - c0);
@@ -129,7 +129,7 @@ __device__ void ten(dim3 blockIdx, gridspan::Tensor<int> out, const gridspan::Te
   LaunchDesc d(2, {1, 0, 1}, {2, 2, 3}, {4, 2, 2}, {3, 2, 4});
   d.arrays[0] = chunk_arg(out.data(), 3, lo, ext, 4, GS_WRITE);
   d.arrays[1] = chunk_arg(in.data(), 3, lo, ext, 4, GS_READ);
-  k->run(d.get());
+  k->run(d.get(), any_device());
   for (int i = 1; i < 7; ++i)
     for (int j = 0; j < 5; ++j)
       for (int kk = 3; kk < 10; ++kk) {
@@ -172,7 +172,7 @@ __device__ void scalars(dim3 blockIdx, int a, float b, double c, int64_t d, unsi
   LaunchDesc d(7, {0, 0, 0}, {2, 1, 1}, {4, 1, 1}, {2, 1, 1});
   d.scalars = {&a, &b, &c, &dd, &e, &f, nullptr};
   d.arrays[6] = chunk_arg(out.data(), 1, {0, 0, 0}, {8, 1, 1}, 8, GS_WRITE);
-  k->run(d.get());
+  k->run(d.get(), any_device());
   EXPECT_EQ(out[0], -123456.0);
   EXPECT_EQ(out[1], 0.375);
   EXPECT_EQ(out[2], 1e-300);
@@ -208,7 +208,7 @@ __device__ void halves(dim3 blockIdx, gridspan::Vector<__half> h, const gridspan
   d.arrays[0] = chunk_arg(h.data(), 1, {0, 0, 0}, {16, 1, 1}, 2);
   d.arrays[1] = chunk_arg(b.data(), 1, {0, 0, 0}, {16, 1, 1}, 2, GS_READ);
   d.arrays[2] = chunk_arg(out.data(), 1, {0, 0, 0}, {16, 1, 1}, 4, GS_WRITE);
-  k->run(d.get());
+  k->run(d.get(), any_device());
   for (int i = 0; i < 16; ++i) {
     EXPECT_EQ(out[i], expect_h[i] + expect_b[i]) << i;
     EXPECT_EQ(half_to_float(h[i]), 2.0f * expect_h[i]) << i;
@@ -253,7 +253,7 @@ __device__ void conv(dim3 blockIdx, gridspan::Vector<float> hf, gridspan::Vector
   d.arrays[2] = chunk_arg(x.data(), 1, {0, 0, 0}, {n, 1, 1}, 4, GS_READ);
   d.arrays[3] = chunk_arg(xh.data(), 1, {0, 0, 0}, {n, 1, 1}, 2, GS_WRITE);
   d.arrays[4] = chunk_arg(xb.data(), 1, {0, 0, 0}, {n, 1, 1}, 2, GS_WRITE);
-  k->run(d.get());
+  k->run(d.get(), any_device());
   auto same = [](float a, float b) { return std::memcmp(&a, &b, 4) == 0 || (a != a && b != b); };
   int mismatches = 0;
   for (int i = 0; i < n && mismatches < 10; ++i) {
@@ -295,7 +295,7 @@ __device__ void sums(dim3 blockIdx, const gridspan::Vector<int> in, gridspan::Sc
   d.arrays[1] = chunk_arg(&total, 0, {0, 0, 0}, {1, 1, 1}, 4, GS_REDUCE, GS_ADD);
   d.arrays[2] = chunk_arg(colmax.data(), 1, {0, 0, 0}, {4, 1, 1}, 4, GS_REDUCE, GS_MAX);
   d.arrays[3] = chunk_arg(x.data(), 1, {0, 0, 0}, {n, 1, 1}, 4, GS_READ);
-  k->run(d.get());
+  k->run(d.get(), any_device());
   int expect = 0;
   std::vector<float> expect_max(4, -INFINITY);
   for (int i = 128; i < 384; ++i) {
@@ -385,7 +385,7 @@ __device__ void transpose_tile(dim3 blockIdx, const gridspan::Matrix<float> in,
   d.arrays[0] = chunk_arg(in.data(), 2, {0, 0, 0}, {n, n, 1}, 4, GS_READ);
   d.arrays[1] = chunk_arg(out.data(), 2, {0, 0, 0}, {n, n, 1}, 4, GS_WRITE);
   d.arrays[2] = chunk_arg(early.data(), 1, {0, 0, 0}, {9, 1, 1}, 4, GS_WRITE);
-  k->run(d.get());
+  k->run(d.get(), any_device());
   for (int r = 0; r < n; ++r)
     for (int c = 0; c < n; ++c) {
       if (r % 8 == 7 && c % 8 == 7)
@@ -491,7 +491,7 @@ ShiftyRun run_shifty(const backend::CompiledKernel& k, int read_shift, int write
       array_arg(r.in.data(), 1, {0, 0, 0}, {128, 1, 1}, {32, 0, 0}, {96, 1, 1}, 4, GS_READ);
   // On a thread of its own, as kernels run on executor threads in gridspan: LeakSanitizer
   // (GCC 12) crashes scanning the main thread's dynamic TLS of dlopen'ed kernel libraries.
-  std::thread([&] { k.run(d.get(&r.check)); }).join();
+  std::thread([&] { k.run(d.get(&r.check), any_device()); }).join();
   return r;
 }
 
@@ -543,7 +543,7 @@ __device__ void rowp(dim3 blockIdx, gridspan::Matrix<int> m) {
   GsCheckState check{};
   LaunchDesc d(1, {0, 0, 0}, {4, 1, 1}, {4, 1, 1}, {4, 1, 1});
   d.arrays[0] = array_arg(m.data(), 2, {0, 0, 0}, {4, 5, 1}, {0, 0, 0}, {4, 4, 1}, 4, GS_WRITE);
-  k->run(d.get(&check));
+  k->run(d.get(&check), any_device());
   EXPECT_EQ(check.violated, 1);
   EXPECT_EQ(check.param, 0);
   EXPECT_EQ(check.index[0], 0);
@@ -645,7 +645,7 @@ __device__ void scaled(dim3 blockIdx, gridspan::Vector<int> out) {
     std::vector<int> out(8, poison<int>());
     LaunchDesc d(1, {0, 0, 0}, {1, 1, 1}, {8, 1, 1}, {1, 1, 1});
     d.arrays[0] = chunk_arg(out.data(), 1, {0, 0, 0}, {8, 1, 1}, 4, GS_WRITE);
-    k.run(d.get());
+    k.run(d.get(), any_device());
     return out[5];
   };
   {
@@ -684,7 +684,7 @@ TEST(CpuKernel, KernelsUseTheEmbeddedHeadersFromTheCacheFolder) {
   EXPECT_NE(wrapper.find("#line 1 \"noop.cu\""), std::string::npos);
   auto k = cpu_backend().compile(ks);
   LaunchDesc d(0, {0, 0, 0}, {3, 2, 1}, {2, 2, 2}, {3, 2, 1});
-  k->run(d.get());  // runs 48 empty threads
+  k->run(d.get(), any_device());  // runs 48 empty threads
 }
 
 }  // namespace

@@ -27,6 +27,11 @@ inline backend::Backend& cpu_backend() {
   return *b;
 }
 
+/// A device for kernels run directly on the test's thread.
+inline backend::Device& any_device() {
+  return *cpu_backend().devices().at(0);
+}
+
 inline annotation::ParamInfo array_param(const std::string& name, int rank, DType t,
                                          bool is_const = false) {
   annotation::ParamInfo p;
@@ -101,7 +106,7 @@ struct LaunchDesc {
 /// Runs `desc` with `kernel` on one of `device`'s executors; `done` gets the result.
 inline void run_on(backend::Device& device, const backend::CompiledKernel& kernel, LaunchDesc& desc,
                    std::promise<void>& done) {
-  device.submit([&kernel, &desc] { kernel.run(desc.get()); },
+  device.submit([&kernel, &desc, &device] { kernel.run(desc.get(), device); },
                 [&done](std::exception_ptr e) {
                   if (e)
                     done.set_exception(e);

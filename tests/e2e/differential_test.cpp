@@ -172,6 +172,7 @@ void run_program(uint64_t seed, Spilled& spilled) {
   std::size_t device_mem = 3 * largest + (8 << 10) + std::size_t(p.pick(0, 100)) * largest / 100;
   std::size_t host_mem = largest + (4 << 10) + std::size_t(p.pick(0, 200)) * largest / 100;
   gs::Context ctx(config(p.devices, device_mem, host_mem));
+  p.devices = ctx.device_count();  // fewer where fewer GPUs are there
   std::map<std::string, gs::Kernel> k;
   for (auto& [name, ann] : kAnnotations)
     k[name] = ctx.compile(gs::KernelDef::from_source(kLibrary, name).annotate(ann));

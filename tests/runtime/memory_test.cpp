@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "gridspan/backend/regions.hpp"
 #include "gridspan/core/error.hpp"
 #include "gridspan/runtime/memory.hpp"
 #include "runtime/pool.hpp"
@@ -48,6 +49,29 @@ class FakeDevice : public backend::Device {
   std::string name() const override { return "fake:" + std::to_string(index_); }
   std::size_t memory_capacity() const override { return capacity_; }
   bool unified() const override { return true; }
+  bool asynchronous() const override { return false; }
+  void copy(void* dst, const Rect& dr, const void* src, const Rect& sr, const Rect& region,
+            std::size_t elem) override {
+    backend::copy_region(dst, dr, src, sr, region, elem);
+  }
+  void fill(void* dst, const Rect& dr, const Rect& region, const void* value,
+            std::size_t elem) override {
+    backend::fill_region(dst, dr, region, value, elem);
+  }
+  void combine(void* dst, const Rect& dr, const void* src, const Rect& sr, annotation::ReduceOp op,
+               DType dtype) override {
+    backend::combine_region(dst, dr, src, sr, op, dtype);
+  }
+  void upload(void* dst, const Rect& dr, const void* host, const Rect& hr, const Rect& region,
+              std::size_t elem) override {
+    backend::copy_region(dst, dr, host, hr, region, elem);
+  }
+  void download(void* host, const Rect& hr, const void* src, const Rect& sr, const Rect& region,
+                std::size_t elem) override {
+    backend::copy_region(host, hr, src, sr, region, elem);
+  }
+  void synchronize() override {}
+  void* stream() const override { return nullptr; }
   void* allocate(std::size_t bytes) override {
     if (device_bytes_ + bytes > capacity_) {
       throw OutOfMemoryError(name(), bytes, device_bytes_, capacity_, "fake device is full");

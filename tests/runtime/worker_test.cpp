@@ -23,10 +23,13 @@ struct Rig {
   plan::TaskId next = 0;
 
   Rig(int devices, std::size_t device_bytes, std::size_t staging) {
-    Config c;
+    // The backend GRIDSPAN_BACKEND names (scripts/gpu-check.sh runs these on GPUs too).
+    Config c = Config::from_env();
     c.cpu_devices = devices;
+    c.gpus = devices;
     c.cpu_threads = 2;
-    backend = backend::make_cpu_backend(c);
+    c.log_level = LogLevel::error;
+    backend = backend::make_backend(c);
     memory = std::make_unique<MemoryManager>(backend->devices(), MemoryLimits{device_bytes, 0, ""});
     worker = std::make_unique<Worker>(backend->devices(), *memory, staging);
   }

@@ -66,6 +66,8 @@ class Context {
   void synchronize();
   /// All devices of all workers.
   int device_count() const;
+  /// The backend the devices belong to: "cuda" or "cpu".
+  std::string backend_name() const;
   /// Per memory space (each device, host, disk): used, total and spilled bytes.
   std::vector<SpaceStats> memory_stats() const;
   const Config& config() const;

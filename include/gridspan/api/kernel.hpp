@@ -57,6 +57,10 @@ struct NativeContext {
   int device = 0;   // the device (index over all devices)
   Rect blocks;      // the superblock, in blocks
   Dim block, grid;  // block size; blocks of the whole launch
+  /// On the cuda backend the views point to GPU memory and this is the CUstream to queue
+  /// GPU work on (the function must not wait for it); null on the cpu backend, where the
+  /// views are host memory and the function does the work itself.
+  void* stream = nullptr;
   /// The superblock's threads, clipped to the launch's thread domain.
   Rect threads(const Dim& domain) const;
 };

@@ -10,8 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "gridspan/annotation/annotation.hpp"
 #include "gridspan/annotation/signature.hpp"
 #include "gridspan/core/config.hpp"
+#include "gridspan/core/dtype.hpp"
+#include "gridspan/core/geometry.hpp"
 #include "gridspan/device/abi.h"
 
 namespace gridspan::backend {
@@ -25,18 +28,45 @@ class Device {
   /// True when device memory is addressable from the host (the cpu backend): copies are
   /// then plain memory copies and a kernel may read host memory.
   virtual bool unified() const = 0;
+  /// True when work submitted only queues operations (cuda streams): the device reports the
+  /// end through `done`. False when work has finished when it returns (cpu executors).
+  virtual bool asynchronous() const = 0;
   /// Raw device memory; throws OutOfMemoryError when the device has none left.
   virtual void* allocate(std::size_t bytes) = 0;
   virtual void deallocate(void* p, std::size_t bytes) = 0;
-  /// Host memory suited for transfers to and from this device (pinned on cuda).
+  /// Host memory suited for transfers to and from this device (pinned on cuda, and mapped,
+  /// so a kernel may address it).
   virtual void* allocate_host(std::size_t bytes) = 0;
   virtual void deallocate_host(void* p, std::size_t bytes) = 0;
-  /// Blocking copies between host memory and this device's memory.
+  /// Blocking copies between host memory and this device's memory (the memory manager's
+  /// moves between spaces); they may run while kernels do.
   virtual void copy_to_host(void* host, const void* device, std::size_t bytes) = 0;
   virtual void copy_from_host(void* device, const void* host, std::size_t bytes) = 0;
-  /// Runs `work` on one of the device's executors; `done` is called afterwards with the
-  /// exception it threw (or null), on an executor thread.
+  /// Runs `work` for the device: on the cpu backend on one of its executors; on cuda `work`
+  /// queues operations on one of the device's compute streams. `done` is called once they
+  /// have finished, with the exception `work` threw or the device reported (or null).
   virtual void submit(std::function<void()> work, std::function<void(std::exception_ptr)> done) = 0;
+
+  // Region operations on row-major boxes (see regions.hpp), for use inside submitted work:
+  // queued in order on the work's stream (cpu: done at once). Device pointers are this
+  // device's memory, except `src` of copy and combine, which may be another device's.
+  virtual void copy(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+                    const Rect& region, std::size_t elem_size) = 0;
+  virtual void fill(void* dst, const Rect& dst_rect, const Rect& region, const void* value,
+                    std::size_t elem_size) = 0;
+  virtual void combine(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+                       annotation::ReduceOp op, DType dtype) = 0;
+  /// Host memory to device memory and back; the host side may be pageable.
+  virtual void upload(void* dst, const Rect& dst_rect, const void* host, const Rect& host_rect,
+                      const Rect& region, std::size_t elem_size) = 0;
+  virtual void download(void* host, const Rect& host_rect, const void* src, const Rect& src_rect,
+                        const Rect& region, std::size_t elem_size) = 0;
+  /// Inside submitted work: waits until what the work queued so far has finished, and throws
+  /// what the device reported (a kernel fault).
+  virtual void synchronize() = 0;
+  /// Inside submitted work: the stream it queues on (a CUstream), for native functions that
+  /// launch their own GPU work; null on the cpu backend.
+  virtual void* stream() const = 0;
 };
 
 /// What the compiler needs of a kernel.
@@ -53,9 +83,10 @@ struct KernelSource {
 class CompiledKernel {
  public:
   virtual ~CompiledKernel() = default;
-  /// Runs every block of the superblock on the calling executor thread. In checked mode
-  /// a violation is reported through `launch.check`; the caller turns it into an error.
-  virtual void run(const GsLaunch& launch) const = 0;
+  /// Runs every block of the superblock on `device`, inside work submitted to it (cpu: on
+  /// the calling executor thread; cuda: queued on the work's stream). In checked mode a
+  /// violation is reported through `launch.check`; the caller turns it into an error.
+  virtual void run(const GsLaunch& launch, Device& device) const = 0;
 };
 
 class Backend {
@@ -70,5 +101,8 @@ class Backend {
 
 /// The cpu backend: `config.cpu_devices` virtual devices.
 std::unique_ptr<Backend> make_cpu_backend(const Config& config);
+/// The backend `config.backend` names ("auto": cuda when a GPU and its driver are there,
+/// else cpu, saying so once). Throws ConfigError for a backend that cannot be had.
+std::unique_ptr<Backend> make_backend(const Config& config);
 
 }  // namespace gridspan::backend

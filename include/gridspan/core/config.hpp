@@ -12,12 +12,18 @@ namespace gridspan {
 enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
 
 struct Config {
+  /// Which devices run kernels (GRIDSPAN_BACKEND): "auto" (every GPU when the cuda backend
+  /// is built and a GPU with its driver is found, else the cpu backend), "cuda" or "cpu".
+  std::string backend = "auto";
+  /// GPUs to use on the cuda backend (GRIDSPAN_GPUS); 0 = all.
+  int gpus = 0;
   /// Virtual cpu devices when no GPU is used (GRIDSPAN_CPU_DEVICES).
   int cpu_devices = 2;
   /// Executor threads per cpu device (GRIDSPAN_CPU_THREADS); 0 = cores / devices, at least 1.
   int cpu_threads = 0;
   /// Memory budget of each device (GRIDSPAN_DEVICE_MEMORY); 0 = the device's own size
-  /// (for a cpu device: a quarter of physical memory divided by the devices).
+  /// (a GPU: its free memory less a reserve for the driver and kernels; a cpu device: a
+  /// quarter of physical memory divided by the devices).
   std::size_t device_memory = 0;
   /// Host memory for spilled chunks (GRIDSPAN_HOST_MEMORY); 0 = half of physical memory.
   std::size_t host_memory = 0;

@@ -44,6 +44,12 @@ class ConfigError : public Error {
   using Error::Error;
 };
 
+/// A failure the GPU or its driver reported (a kernel that faulted, a lost device).
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// An I/O failure or corrupt data in a spill file.
 class IoError : public Error {
  public:

@@ -4,7 +4,19 @@
 #ifndef GRIDSPAN_DEVICE_ABI_H
 #define GRIDSPAN_DEVICE_ABI_H
 
+#ifdef __CUDACC_RTC__
+/* NVRTC has no C library headers. */
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+#else
 #include <stdint.h>
+#endif
 
 #define GRIDSPAN_ABI_VERSION 1
 
@@ -65,6 +77,29 @@ typedef struct GsCpuRuntime {
 /* The entry point every cpu wrapper kernel exports: runs every block of the superblock. */
 #define GRIDSPAN_CPU_ENTRY_NAME "gridspan_entry_v1"
 typedef void (*GsCpuEntry)(const GsLaunch* launch, const GsCpuRuntime* runtime);
+
+/* What the cuda backend passes a wrapper kernel first: the superblock (grid dims past it
+ * are looped over when they exceed the hardware's), the whole launch's grid, and checked
+ * mode's report (pinned, mapped host memory). Array and scalar parameters follow. */
+typedef struct GsCudaHeader {
+  int64_t block_lo[3];
+  int64_t blocks[3]; /* blocks of the superblock per axis */
+  uint32_t grid_dim[3];
+  uint32_t reserved;
+  GsCheckState* check;
+} GsCudaHeader;
+
+/* A box of elements addressed in two row-major boxes (the cuda backend's fill and reduce
+ * kernels). Axis 0 is the outermost, axis 2 the contiguous one. */
+typedef struct GsBox {
+  int64_t extent[3];
+  int64_t dst_offset;
+  int64_t dst_stride[2]; /* elements between consecutive indices of axes 0 and 1 */
+  int64_t src_offset;
+  int64_t src_stride[2];
+} GsBox;
+
+#define GRIDSPAN_CUDA_ENTRY_NAME "gridspan_entry_v1"
 
 #ifdef __cplusplus
 }

@@ -4,7 +4,10 @@
 #pragma once
 
 #include "abi.h"
-#ifndef __CUDACC__
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#else
 #include "cpu_builtins.hpp"
 #endif
 #include "views.hpp"

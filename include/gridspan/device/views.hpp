@@ -129,6 +129,25 @@ GRIDSPAN_HD T combine(int32_t op, T a, T b) {
 template <class T>
 GRIDSPAN_HD void atomic_combine(int32_t op, T* p, T v) {
 #ifdef __CUDACC__
+  // The hardware's own atomics where they exist, a compare-and-swap loop otherwise.
+  if constexpr (is_same<T, float>::value || is_same<T, double>::value || is_same<T, int>::value ||
+                is_same<T, unsigned int>::value || is_same<T, unsigned long long>::value) {
+    if (op == GS_ADD) {
+      atomicAdd(p, v);
+      return;
+    }
+  }
+  if constexpr (is_same<T, int>::value || is_same<T, unsigned int>::value ||
+                is_same<T, long long>::value || is_same<T, unsigned long long>::value) {
+    if (op == GS_MIN) {
+      atomicMin(p, v);
+      return;
+    }
+    if (op == GS_MAX) {
+      atomicMax(p, v);
+      return;
+    }
+  }
   if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
     using B = unsigned long long;
     if constexpr (sizeof(T) == 4) {
@@ -380,8 +399,9 @@ class View {
   }
 
   // ---- reduce(op) / atomic(op) parameters: combine a contribution with the op declared
-  // in the annotation. A reduce partial is private to the superblock, whose blocks run on
-  // one thread, so it combines plainly; anything else combines atomically.
+  // in the annotation. A reduce partial is private to the superblock: on the cpu backend its
+  // blocks run on one thread, so it combines plainly; on a GPU, and for atomic parameters,
+  // contributions combine atomically.
   template <int M = N, detail::enable_if_t<M == 0> = 0>
   GRIDSPAN_HD void reduce(T value) const {
     reduce_at(value, 0, 0, 0);
@@ -447,10 +467,14 @@ class View {
   }
   GRIDSPAN_HD void reduce_at(T value, int64_t i, int64_t j, int64_t k) const {
     T& target = at(i, j, k);
+#ifdef __CUDACC__
+    atomic_combine(op_, &target, value);
+#else
     if (mode_ == GS_REDUCE)
       target = combine(op_, target, value);
     else
       atomic_combine(op_, &target, value);
+#endif
   }
 };
 

@@ -14,6 +14,10 @@
 #include "gridspan/core/dtype.hpp"
 #include "gridspan/core/geometry.hpp"
 
+namespace gridspan::backend {
+class Device;
+}
+
 namespace gridspan::plan {
 
 using TaskId = uint64_t;
@@ -112,6 +116,7 @@ struct ExecFrame {
   const Execute& exec;
   void* const* data;  // [exec.arrays.size()]
   int device;
+  backend::Device* dev;  // the device it runs on: its region operations and stream
 };
 
 /// A kernel or native function, as the runtime runs it (runtime/ implements it).
@@ -119,8 +124,8 @@ class Executable {
  public:
   virtual ~Executable() = default;
   virtual const std::string& name() const = 0;
-  /// Runs one superblock on the calling executor thread; throws gs::Error on failure
-  /// (AccessError for a checked-mode violation).
+  /// Runs one superblock inside the device's submitted work (on an asynchronous device:
+  /// queues it); throws gs::Error on failure (AccessError for a checked-mode violation).
   virtual void run(const ExecFrame& frame) const = 0;
 };
 

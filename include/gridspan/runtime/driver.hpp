@@ -45,6 +45,7 @@ class Driver {
 
   const Config& config() const { return config_; }
   int device_count() const;
+  std::string backend_name() const { return backend_->name(); }
   backend::Backend& backend() { return *backend_; }
 
   /// A new array; `fill` (elem_size bytes) sets every element, null leaves them unset.

@@ -107,14 +107,4 @@ class Worker {
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 
-/// Copies the box `region` between two row-major boxes of host-addressable memory.
-void copy_region(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
-                 const Rect& region, std::size_t elem_size);
-/// Sets `region` of a row-major box to `value` (elem_size bytes).
-void fill_region(void* dst, const Rect& dst_rect, const Rect& region, const void* value,
-                 std::size_t elem_size);
-/// dst[r] = dst[r] op src[r] over r = src_rect ∩ dst_rect.
-void combine_region(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
-                    annotation::ReduceOp op, DType dtype);
-
 }  // namespace gridspan::runtime

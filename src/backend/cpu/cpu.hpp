@@ -31,6 +31,7 @@ class CpuDevice final : public Device {
   std::string name() const override;
   std::size_t memory_capacity() const override { return capacity_; }
   bool unified() const override { return true; }
+  bool asynchronous() const override { return false; }
   void* allocate(std::size_t bytes) override;
   void deallocate(void* p, std::size_t bytes) override;
   void* allocate_host(std::size_t bytes) override;
@@ -38,6 +39,18 @@ class CpuDevice final : public Device {
   void copy_to_host(void* host, const void* device, std::size_t bytes) override;
   void copy_from_host(void* device, const void* host, std::size_t bytes) override;
   void submit(std::function<void()> work, std::function<void(std::exception_ptr)> done) override;
+  void copy(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+            const Rect& region, std::size_t elem_size) override;
+  void fill(void* dst, const Rect& dst_rect, const Rect& region, const void* value,
+            std::size_t elem_size) override;
+  void combine(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+               annotation::ReduceOp op, DType dtype) override;
+  void upload(void* dst, const Rect& dst_rect, const void* host, const Rect& host_rect,
+              const Rect& region, std::size_t elem_size) override;
+  void download(void* host, const Rect& host_rect, const void* src, const Rect& src_rect,
+                const Rect& region, std::size_t elem_size) override;
+  void synchronize() override {}
+  void* stream() const override { return nullptr; }
 
   int threads() const { return static_cast<int>(threads_.size()); }
 

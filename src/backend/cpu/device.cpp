@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "backend/cpu/cpu.hpp"
+#include "gridspan/backend/regions.hpp"
 #include "gridspan/core/error.hpp"
 #include "gridspan/core/log.hpp"
 
@@ -72,6 +73,31 @@ void CpuDevice::copy_to_host(void* host, const void* device, std::size_t bytes) 
 
 void CpuDevice::copy_from_host(void* device, const void* host, std::size_t bytes) {
   if (bytes) std::memcpy(device, host, bytes);
+}
+
+void CpuDevice::copy(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+                     const Rect& region, std::size_t elem_size) {
+  copy_region(dst, dst_rect, src, src_rect, region, elem_size);
+}
+
+void CpuDevice::fill(void* dst, const Rect& dst_rect, const Rect& region, const void* value,
+                     std::size_t elem_size) {
+  fill_region(dst, dst_rect, region, value, elem_size);
+}
+
+void CpuDevice::combine(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+                        annotation::ReduceOp op, DType dtype) {
+  combine_region(dst, dst_rect, src, src_rect, op, dtype);
+}
+
+void CpuDevice::upload(void* dst, const Rect& dst_rect, const void* host, const Rect& host_rect,
+                       const Rect& region, std::size_t elem_size) {
+  copy_region(dst, dst_rect, host, host_rect, region, elem_size);
+}
+
+void CpuDevice::download(void* host, const Rect& host_rect, const void* src, const Rect& src_rect,
+                         const Rect& region, std::size_t elem_size) {
+  copy_region(host, host_rect, src, src_rect, region, elem_size);
 }
 
 void CpuDevice::submit(std::function<void()> work, std::function<void(std::exception_ptr)> done) {

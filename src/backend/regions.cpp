@@ -1,12 +1,13 @@
-// Box copies, fills and reductions over row-major chunk memory (host-addressable).
+// Box copies, fills and reductions over row-major boxes of host-addressable memory: the cpu
+// backend's region operations, and the host side of every backend.
 #include <algorithm>
 #include <cstring>
 
+#include "gridspan/backend/regions.hpp"
 #include "gridspan/core/error.hpp"
 #include "gridspan/core/half.hpp"
-#include "gridspan/runtime/worker.hpp"
 
-namespace gridspan::runtime {
+namespace gridspan::backend {
 
 namespace {
 
@@ -162,4 +163,4 @@ void combine_region(void* dst, const Rect& dst_rect, const void* src, const Rect
 #undef GS_COMBINE
 }
 
-}  // namespace gridspan::runtime
+}  // namespace gridspan::backend

@@ -1,0 +1,165 @@
+// make_cuda_backend: every GPU with peer access between them, the built-in kernels loaded
+// on each, and user kernels compiled once per architecture and loaded on every GPU.
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "backend/cuda/cuda.hpp"
+#include "backend/cuda/device.hpp"
+#include "backend/jit.hpp"
+#include "gridspan/core/error.hpp"
+#include "gridspan/core/log.hpp"
+
+namespace gridspan::backend::cuda {
+
+namespace {
+
+class CudaKernel final : public CompiledKernel {
+ public:
+  CudaKernel(const DriverApi& api, std::string name, std::vector<CudaDevice*> devices)
+      : api_(api), name_(std::move(name)), devices_(std::move(devices)) {
+    modules_.resize(devices_.size());
+    functions_.resize(devices_.size());
+    max_threads_.resize(devices_.size());
+  }
+  ~CudaKernel() override {
+    for (std::size_t d = 0; d < devices_.size(); ++d) {
+      if (!modules_[d]) continue;
+      devices_[d]->bind();
+      api_.cuModuleUnload(modules_[d]);
+    }
+  }
+
+  void load(std::size_t d, const std::string& cubin) {
+    CudaDevice& dev = *devices_[d];
+    dev.bind();
+    check(api_.cuModuleLoadData(&modules_[d], cubin.data()),
+          fmt::format("loading kernel `{}`", name_).c_str(), dev.name());
+    check(api_.cuModuleGetFunction(&functions_[d], modules_[d], GRIDSPAN_CUDA_ENTRY_NAME),
+          "cuModuleGetFunction", dev.name());
+    api_.cuFuncGetAttribute(&max_threads_[d], CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                            functions_[d]);
+  }
+
+  void run(const GsLaunch& launch, Device& device) const override {
+    auto& dev = static_cast<CudaDevice&>(device);
+    const std::size_t d = static_cast<std::size_t>(dev.index());
+    GsCudaHeader h{};
+    unsigned grid[3], block[3];
+    int64_t threads = 1;
+    for (int ax = 0; ax < 3; ++ax) {
+      h.block_lo[ax] = launch.block_lo[ax];
+      h.blocks[ax] = launch.block_hi[ax] - launch.block_lo[ax];
+      h.grid_dim[ax] = launch.grid_dim[ax];
+      if (h.blocks[ax] <= 0) return;  // an empty superblock
+      const int64_t limit = ax == 0 ? 0x7FFFFFFF : 65535;
+      grid[ax] = static_cast<unsigned>(std::min<int64_t>(h.blocks[ax], limit));
+      block[ax] = launch.block_dim[ax];
+      threads *= launch.block_dim[ax];
+    }
+    if (threads > max_threads_[d])
+      throw LaunchError(fmt::format(
+          "kernel `{}`: a block of {} threads is more than this kernel can run on {} ({} "
+          "threads per block, limited by its registers); launch smaller blocks",
+          name_, threads, dev.name(), max_threads_[d]));
+    h.check = launch.check;
+    void* small[17];
+    std::vector<void*> heap;
+    void** params = small;
+    const std::size_t n = static_cast<std::size_t>(launch.num_params);
+    if (n + 1 > 17) heap.resize(n + 1), params = heap.data();
+    params[0] = &h;
+    for (std::size_t p = 0; p < n; ++p)
+      params[p + 1] = launch.scalars[p] ? const_cast<void*>(launch.scalars[p])
+                                        : const_cast<GsArrayArg*>(&launch.arrays[p]);
+    dev.launch(functions_[d], grid, block, params,
+               fmt::format("kernel `{}` on the superblock of blocks [{}..{}) x [{}..{}) x [{}..{})",
+                           name_, h.block_lo[0], launch.block_hi[0], h.block_lo[1],
+                           launch.block_hi[1], h.block_lo[2], launch.block_hi[2]));
+  }
+
+ private:
+  const DriverApi& api_;
+  std::string name_;
+  std::vector<CudaDevice*> devices_;
+  std::vector<CUmodule> modules_;
+  std::vector<CUfunction> functions_;
+  std::vector<int> max_threads_;
+};
+
+}  // namespace
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const DriverApi& api, const Config& config, int count)
+      : api_(api), cache_dir_(config.cache_dir) {
+    for (int d = 0; d < count; ++d)
+      devices_.push_back(std::make_unique<CudaDevice>(api, d, d, config.device_memory, 2));
+    bool peer = true;
+    for (auto& a : devices_)
+      for (auto& b : devices_)
+        if (a != b && !a->enable_peer(*b)) peer = false;
+    if (!peer) log::warn("cuda backend: some GPUs cannot address each other; copies go slower");
+    for (auto& d : devices_) d->peer_everywhere_ = peer;
+    for (auto& d : devices_) d->load_builtins(builtin_cubin(d->arch(), cache_dir_));
+    std::string names;
+    for (auto& d : devices_)
+      names += fmt::format("{}{} ({} for gridspan)", names.empty() ? "" : ", ", d->name(),
+                           format_bytes(d->memory_capacity()));
+    log::info("cuda backend: {}", names);
+  }
+
+  std::string name() const override { return "cuda"; }
+
+  std::vector<Device*> devices() override {
+    std::vector<Device*> out;
+    for (auto& d : devices_) out.push_back(d.get());
+    return out;
+  }
+
+  std::shared_ptr<CompiledKernel> compile(const KernelSource& k) override {
+    const std::string key = generate_wrapper(k) + (k.checked ? "\n//checked" : "");
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = loaded_.find(key); it != loaded_.end()) return it->second;
+    }
+    std::vector<CudaDevice*> devices;
+    for (auto& d : devices_) devices.push_back(d.get());
+    auto kernel = std::make_shared<CudaKernel>(api_, k.name, devices);
+    std::map<int, std::string> cubins;  // per architecture
+    for (std::size_t d = 0; d < devices_.size(); ++d) {
+      const int arch = devices_[d]->arch();
+      if (!cubins.count(arch)) cubins[arch] = compile_cubin(k, arch, cache_dir_);
+      kernel->load(d, cubins[arch]);
+    }
+    std::lock_guard lock(mutex_);
+    return loaded_.emplace(key, kernel).first->second;
+  }
+
+ private:
+  const DriverApi& api_;
+  std::string cache_dir_;
+  std::vector<std::unique_ptr<CudaDevice>> devices_;
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<CompiledKernel>> loaded_;
+};
+
+std::unique_ptr<Backend> make_cuda_backend(const Config& config, std::string& why) {
+  const DriverApi* api = driver(why);
+  if (!api) return nullptr;
+  if (!nvrtc(why)) return nullptr;
+  int count = 0;
+  api->cuDeviceGetCount(&count);
+  if (config.gpus > 0) count = std::min(count, config.gpus);
+  try {
+    return std::make_unique<CudaBackend>(*api, config, count);
+  } catch (const Error& e) {
+    why = e.what();
+    return nullptr;
+  }
+}
+
+}  // namespace gridspan::backend::cuda

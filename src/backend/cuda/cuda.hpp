@@ -1,0 +1,34 @@
+// The cuda backend's internals: GPUs through the driver API (loaded at run time), kernels
+// compiled with NVRTC to cubins for each GPU's architecture. Only src/backend/ and the
+// backend tests include this; it needs no CUDA header.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "gridspan/backend/device.hpp"
+
+namespace gridspan::backend::cuda {
+
+/// Every GPU (the first `config.gpus` when that is set), or null with `why` filled when the
+/// driver, a GPU or NVRTC is missing.
+std::unique_ptr<Backend> make_cuda_backend(const Config& config, std::string& why);
+
+/// The wrapper translation unit NVRTC compiles for `kernel` (exposed for tests).
+std::string generate_wrapper(const KernelSource& kernel);
+/// The source of the backend's own kernels (fills and reductions between chunks).
+std::string builtins_source();
+
+/// The built-in kernels as a cubin for `arch` (cached like user kernels).
+std::string builtin_cubin(int arch, const std::string& cache_dir);
+/// Compiles `kernel`'s wrapper with NVRTC to a cubin for compute capability `arch` (90 for
+/// sm_90), through the disk cache in `cache_dir` (empty: the default folder). Needs NVRTC,
+/// no GPU. Throws CompileError with NVRTC's log against the user's line numbers.
+std::string compile_cubin(const KernelSource& kernel, int arch, const std::string& cache_dir);
+
+namespace detail {
+/// How many times this process has run NVRTC: tests use it to see cache hits.
+long nvrtc_invocations();
+}  // namespace detail
+
+}  // namespace gridspan::backend::cuda

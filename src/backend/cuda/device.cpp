@@ -1,0 +1,526 @@
+// A GPU as a gridspan device. Work is queued on one of the compute streams by the submitting
+// thread; an event recorded after it is waited for by the stream's completion thread, which
+// then reports the end (never a device-wide synchronisation on this path). The memory
+// manager's moves between spaces use one copy stream per direction and wait for their own
+// event only, so they overlap with kernels.
+#include "backend/cuda/device.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "gridspan/core/error.hpp"
+#include "gridspan/core/log.hpp"
+
+namespace gridspan::backend::cuda {
+namespace {
+
+// What the calling thread's submitted work queues on.
+struct Current {
+  const CudaDevice* device = nullptr;
+  CUstream stream = nullptr;
+  std::string* label = nullptr;
+};
+thread_local Current t_current;
+thread_local CUcontext t_bound = nullptr;
+
+// The region as up to three axes (outermost first) with offsets and strides in both boxes.
+GsBox make_box(const Rect& dst_rect, const Rect& src_rect, const Rect& region) {
+  GsBox b{};
+  const int r = region.rank;
+  auto stride = [&](const Rect& rect, int a) -> int64_t {
+    if (a < 0) return 0;
+    int64_t s = 1;
+    for (int x = a + 1; x < r; ++x) s *= rect.extent(x);
+    return s;
+  };
+  for (int k = 0; k < 3; ++k) {
+    const int a = r - 3 + k;
+    b.extent[k] = a >= 0 ? region.extent(a) : 1;
+  }
+  b.dst_offset = dst_rect.offset_of(region.lo);
+  b.src_offset = src_rect.offset_of(region.lo);
+  b.dst_stride[0] = stride(dst_rect, r - 3);
+  b.dst_stride[1] = stride(dst_rect, r - 2);
+  b.src_stride[0] = stride(src_rect, r - 3);
+  b.src_stride[1] = stride(src_rect, r - 2);
+  return b;
+}
+
+int64_t volume(const GsBox& b) {
+  return b.extent[0] * b.extent[1] * b.extent[2];
+}
+
+// True when the box's elements are one run in the box with these strides.
+bool contiguous(const GsBox& b, const int64_t stride[2]) {
+  return (b.extent[1] == 1 || stride[1] == b.extent[2]) &&
+         (b.extent[0] == 1 || stride[0] == b.extent[1] * b.extent[2]);
+}
+
+const char* dtype_tag(DType t) {
+  switch (t) {
+    case DType::i8:
+      return "i8";
+    case DType::i16:
+      return "i16";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
+    case DType::u8:
+    case DType::boolean:
+      return "u8";
+    case DType::u16:
+      return "u16";
+    case DType::u32:
+      return "u32";
+    case DType::u64:
+      return "u64";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+  }
+  return "?";
+}
+
+const char* op_tag(annotation::ReduceOp op) {
+  switch (op) {
+    case annotation::ReduceOp::add:
+      return "add";
+    case annotation::ReduceOp::mul:
+      return "mul";
+    case annotation::ReduceOp::min:
+      return "min";
+    case annotation::ReduceOp::max:
+      return "max";
+    case annotation::ReduceOp::bit_and:
+      return "and";
+    case annotation::ReduceOp::bit_or:
+      return "or";
+  }
+  return "?";
+}
+
+}  // namespace
+
+CudaDevice::CudaDevice(const DriverApi& api, int index, int ordinal, std::size_t budget,
+                       int streams)
+    : api_(api), index_(index), ordinal_(ordinal) {
+  const std::string where = fmt::format("GPU {}", ordinal);
+  check(api_.cuDeviceGet(&device_, ordinal), "cuDeviceGet", where);
+  char name[256] = {};
+  api_.cuDeviceGetName(name, sizeof name - 1, device_);
+  name_ = fmt::format("cuda:{} ({})", index, name);
+  int major = 0, minor = 0;
+  api_.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_);
+  api_.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_);
+  arch_ = major * 10 + minor;
+  int unified = 0;
+  api_.cuDeviceGetAttribute(&unified, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, device_);
+  if (!unified)
+    throw ConfigError(fmt::format("{} has no unified addressing, which gridspan needs", name_));
+  check(api_.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain", name_);
+  bind();
+  std::size_t free = 0, total = 0;
+  check(api_.cuMemGetInfo(&free, &total), "cuMemGetInfo", name_);
+  // The driver, modules, kernels' local memory and libraries such as cuBLAS need some room.
+  const std::size_t reserve = (std::size_t(1) << 30) + total / 64;
+  capacity_ = free > reserve ? free - reserve : free / 2;
+  if (budget) capacity_ = std::min(capacity_, budget);
+  for (int s = 0; s < std::max(1, streams); ++s) {
+    auto lane = std::make_unique<Lane>();
+    check(api_.cuStreamCreate(&lane->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate", name_);
+    lanes_.push_back(std::move(lane));
+  }
+  check(api_.cuStreamCreate(&to_host_, CU_STREAM_NON_BLOCKING), "cuStreamCreate", name_);
+  check(api_.cuStreamCreate(&from_host_, CU_STREAM_NON_BLOCKING), "cuStreamCreate", name_);
+  for (auto& lane : lanes_) {
+    Lane* l = lane.get();
+    l->thread = std::thread([this, l] { completion_loop(*l); });
+  }
+}
+
+CudaDevice::~CudaDevice() {
+  for (auto& lane : lanes_) {
+    {
+      std::lock_guard lock(lane->mutex);
+      lane->stop = true;
+    }
+    lane->cv.notify_all();
+    lane->thread.join();
+  }
+  bind();
+  for (auto& lane : lanes_) api_.cuStreamDestroy(lane->stream);
+  api_.cuStreamDestroy(to_host_);
+  api_.cuStreamDestroy(from_host_);
+  for (CUevent e : events_) api_.cuEventDestroy(e);
+  if (builtins_) api_.cuModuleUnload(builtins_);
+  api_.cuDevicePrimaryCtxRelease(device_);
+}
+
+void CudaDevice::bind() const {
+  if (t_bound == context_) return;
+  check(api_.cuCtxSetCurrent(context_), "cuCtxSetCurrent", name_);
+  t_bound = context_;
+}
+
+void* CudaDevice::allocate(std::size_t bytes) {
+  bind();
+  CUdeviceptr p = 0;
+  CUresult r = api_.cuMemAlloc(&p, std::max<std::size_t>(bytes, 1));
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    std::size_t free = 0, total = 0;
+    api_.cuMemGetInfo(&free, &total);
+    throw OutOfMemoryError(name_, bytes, allocated_.load(), capacity_,
+                           fmt::format("the GPU has {} free of {}; lower GRIDSPAN_DEVICE_MEMORY "
+                                       "or free GPU memory held outside gridspan",
+                                       format_bytes(free), format_bytes(total)));
+  }
+  check(r, "cuMemAlloc", name_);
+  allocated_ += bytes;
+  return reinterpret_cast<void*>(p);
+}
+
+void CudaDevice::deallocate(void* p, std::size_t bytes) {
+  if (!p) return;
+  bind();
+  CUresult r = api_.cuMemFree(reinterpret_cast<CUdeviceptr>(p));
+  if (r != CUDA_SUCCESS) log::warn("cuMemFree failed on {}: {}", name_, describe(r));
+  allocated_ -= bytes;
+}
+
+void* CudaDevice::allocate_host(std::size_t bytes) {
+  bind();
+  void* p = nullptr;
+  CUresult r = api_.cuMemHostAlloc(&p, std::max<std::size_t>(bytes, 1),
+                                   CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY)
+    throw OutOfMemoryError("pinned host memory", bytes, 0, 0,
+                           "lower GRIDSPAN_HOST_MEMORY or free host memory");
+  check(r, "cuMemHostAlloc", name_);
+  return p;
+}
+
+void CudaDevice::deallocate_host(void* p, std::size_t) {
+  if (!p) return;
+  bind();
+  CUresult r = api_.cuMemFreeHost(p);
+  if (r != CUDA_SUCCESS) log::warn("cuMemFreeHost failed on {}: {}", name_, describe(r));
+}
+
+CUevent CudaDevice::take_event() {
+  {
+    std::lock_guard lock(events_mutex_);
+    if (!events_.empty()) {
+      CUevent e = events_.back();
+      events_.pop_back();
+      return e;
+    }
+  }
+  bind();
+  CUevent e = nullptr;
+  check(api_.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate", name_);
+  return e;
+}
+
+void CudaDevice::give_event(CUevent e) {
+  std::lock_guard lock(events_mutex_);
+  events_.push_back(e);
+}
+
+void CudaDevice::blocking_copy(CUstream stream, const std::function<CUresult()>& queue_copy,
+                               const char* what) {
+  bind();
+  check(queue_copy(), what, name_);
+  CUevent e = take_event();
+  CUresult r = api_.cuEventRecord(e, stream);
+  if (r == CUDA_SUCCESS) r = api_.cuEventSynchronize(e);
+  give_event(e);
+  check(r, what, name_);
+}
+
+void CudaDevice::copy_to_host(void* host, const void* device, std::size_t bytes) {
+  if (!bytes) return;
+  blocking_copy(
+      to_host_,
+      [&] {
+        return api_.cuMemcpyDtoHAsync(host, reinterpret_cast<CUdeviceptr>(device), bytes, to_host_);
+      },
+      "copying to the host");
+}
+
+void CudaDevice::copy_from_host(void* device, const void* host, std::size_t bytes) {
+  if (!bytes) return;
+  blocking_copy(
+      from_host_,
+      [&] {
+        return api_.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(device), host, bytes,
+                                      from_host_);
+      },
+      "copying from the host");
+}
+
+void CudaDevice::submit(std::function<void()> work, std::function<void(std::exception_ptr)> done) {
+  Lane& lane = *lanes_[next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size()];
+  std::string label = "work";
+  std::exception_ptr error;
+  CUevent event = nullptr;
+  {
+    std::lock_guard lock(lane.submit_mutex);
+    const Current saved = t_current;
+    t_current = Current{this, lane.stream, &label};
+    try {
+      bind();
+      work();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    t_current = saved;
+    // Recorded even after a failure: what the work did queue must finish before its
+    // memory is released.
+    try {
+      event = take_event();
+      check(api_.cuEventRecord(event, lane.stream), "cuEventRecord", name_);
+    } catch (...) {
+      if (event) give_event(event);
+      event = nullptr;
+      if (!error) error = std::current_exception();
+    }
+  }
+  {
+    std::lock_guard lock(lane.mutex);
+    lane.queue.push_back(Pending{event, std::move(done), error, std::move(label)});
+  }
+  lane.cv.notify_one();
+}
+
+void CudaDevice::completion_loop(Lane& lane) {
+  while (true) {
+    Pending p;
+    {
+      std::unique_lock lock(lane.mutex);
+      lane.cv.wait(lock, [&] { return lane.stop || !lane.queue.empty(); });
+      if (lane.queue.empty()) return;  // stopping, and everything reported
+      p = std::move(lane.queue.front());
+      lane.queue.pop_front();
+    }
+    if (p.event) {
+      bind();
+      CUresult r = api_.cuEventSynchronize(p.event);
+      give_event(p.event);
+      if (r != CUDA_SUCCESS && !p.error) {
+        p.error = std::make_exception_ptr(DeviceError(fmt::format(
+            "{} reported {} while running {} (or work queued beside it). The GPU's context "
+            "cannot be used after such a fault; end the program and fix the kernel (run it "
+            "with GRIDSPAN_CHECK=1 on the cpu backend, or under compute-sanitizer)",
+            name_, describe(r), p.label)));
+      }
+    }
+    p.done(p.error);
+  }
+}
+
+CUstream CudaDevice::current_stream(const char* what) const {
+  if (t_current.device != this)
+    throw Error(fmt::format("internal error: {} on {} outside work submitted to it", what, name_));
+  return t_current.stream;
+}
+
+void* CudaDevice::stream() const {
+  return t_current.device == this ? t_current.stream : nullptr;
+}
+
+void CudaDevice::synchronize() {
+  CUstream s = current_stream("synchronize");
+  CUresult r = api_.cuStreamSynchronize(s);
+  if (r != CUDA_SUCCESS)
+    throw DeviceError(fmt::format("{} reported {} while running {}", name_, describe(r),
+                                  t_current.label ? *t_current.label : "work"));
+}
+
+void CudaDevice::launch(CUfunction f, const unsigned grid[3], const unsigned block[3],
+                        void** params, std::string label) {
+  CUstream s = current_stream("a kernel launch");
+  if (t_current.label) *t_current.label = std::move(label);
+  CUresult r = api_.cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, s,
+                                   params, nullptr);
+  if (r != CUDA_SUCCESS)
+    throw DeviceError(fmt::format("launching {} on {} failed: {}",
+                                  t_current.label ? *t_current.label : "a kernel", name_,
+                                  describe(r)));
+}
+
+bool CudaDevice::enable_peer(const CudaDevice& other) {
+  int can = 0;
+  api_.cuDeviceCanAccessPeer(&can, device_, other.device_);
+  if (!can) return false;
+  bind();
+  CUresult r = api_.cuCtxEnablePeerAccess(other.context_, 0);
+  return r == CUDA_SUCCESS || r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+}
+
+void CudaDevice::load_builtins(const std::string& cubin) {
+  bind();
+  check(api_.cuModuleLoadData(&builtins_, cubin.data()), "loading the built-in kernels", name_);
+}
+
+CUfunction CudaDevice::builtin(const std::string& name) const {
+  CUfunction f = nullptr;
+  check(api_.cuModuleGetFunction(&f, builtins_, name.c_str()), name.c_str(), name_);
+  return f;
+}
+
+// Geometry of a copy between two boxes through cuMemcpy3D (one call for any box).
+void CudaDevice::copy_box(void* dst, CUmemorytype dst_type, const Rect& dst_rect, const void* src,
+                          CUmemorytype src_type, const Rect& src_rect, const Rect& region,
+                          std::size_t elem, CUstream stream) {
+  if (region.empty()) return;
+  const GsBox b = make_box(dst_rect, src_rect, region);
+  auto* d = static_cast<unsigned char*>(dst) + b.dst_offset * int64_t(elem);
+  auto* s = static_cast<const unsigned char*>(src) + b.src_offset * int64_t(elem);
+  if (contiguous(b, b.dst_stride) && contiguous(b, b.src_stride)) {
+    const std::size_t bytes = std::size_t(volume(b)) * elem;
+    CUresult r;
+    if (src_type == CU_MEMORYTYPE_HOST)
+      r = api_.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(d), s, bytes, stream);
+    else if (dst_type == CU_MEMORYTYPE_HOST)
+      r = api_.cuMemcpyDtoHAsync(d, reinterpret_cast<CUdeviceptr>(s), bytes, stream);
+    else
+      r = api_.cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(d), reinterpret_cast<CUdeviceptr>(s),
+                             bytes, stream);
+    check(r, "a copy", name_);
+    return;
+  }
+  CUDA_MEMCPY3D m;
+  std::memset(&m, 0, sizeof m);
+  auto set_side = [&](CUmemorytype type, const void* p, const int64_t stride[2],
+                      CUmemorytype& mtype, const void*& host, CUdeviceptr& dev, std::size_t& pitch,
+                      std::size_t& height) {
+    mtype = type;
+    if (type == CU_MEMORYTYPE_HOST)
+      host = p;
+    else
+      dev = reinterpret_cast<CUdeviceptr>(p);
+    pitch = std::size_t(stride[1]) * elem;
+    height = stride[0] && stride[1] ? std::size_t(stride[0] / stride[1]) : std::size_t(b.extent[1]);
+  };
+  set_side(src_type, s, b.src_stride, m.srcMemoryType, m.srcHost, m.srcDevice, m.srcPitch,
+           m.srcHeight);
+  const void* dst_host = nullptr;
+  set_side(dst_type, d, b.dst_stride, m.dstMemoryType, dst_host, m.dstDevice, m.dstPitch,
+           m.dstHeight);
+  m.dstHost = const_cast<void*>(dst_host);
+  m.WidthInBytes = std::size_t(b.extent[2]) * elem;
+  m.Height = std::size_t(b.extent[1]);
+  m.Depth = std::size_t(b.extent[0]);
+  check(api_.cuMemcpy3DAsync(&m, stream), "a box copy (cuMemcpy3DAsync)", name_);
+}
+
+void CudaDevice::copy(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+                      const Rect& region, std::size_t elem) {
+  CUstream s = current_stream("copy");
+  if (region.empty()) return;
+  const GsBox b = make_box(dst_rect, src_rect, region);
+  const bool straight = contiguous(b, b.dst_stride) && contiguous(b, b.src_stride);
+  const bool sized = elem == 1 || elem == 2 || elem == 4 || elem == 8 || elem == 16;
+  if (!straight && sized && peer_everywhere_) {
+    // A strided box: one kernel, which reads another GPU's memory over peer access.
+    CUfunction f = builtin(fmt::format("gs_copy_{}", elem));
+    GsBox box = b;
+    void* dp = dst;
+    const void* sp = src;
+    void* params[] = {&dp, &sp, &box};
+    const int64_t n = volume(b);
+    const unsigned grid[3] = {unsigned(std::min<int64_t>((n + 255) / 256, 65535)), 1, 1};
+    const unsigned block[3] = {256, 1, 1};
+    CUresult r = api_.cuLaunchKernel(f, grid[0], 1, 1, block[0], 1, 1, 0, s, params, nullptr);
+    check(r, "a box copy", name_);
+    return;
+  }
+  copy_box(dst, CU_MEMORYTYPE_UNIFIED, dst_rect, src, CU_MEMORYTYPE_UNIFIED, src_rect, region, elem,
+           s);
+}
+
+void CudaDevice::upload(void* dst, const Rect& dst_rect, const void* host, const Rect& host_rect,
+                        const Rect& region, std::size_t elem) {
+  copy_box(dst, CU_MEMORYTYPE_DEVICE, dst_rect, host, CU_MEMORYTYPE_HOST, host_rect, region, elem,
+           current_stream("upload"));
+}
+
+void CudaDevice::download(void* host, const Rect& host_rect, const void* src, const Rect& src_rect,
+                          const Rect& region, std::size_t elem) {
+  copy_box(host, CU_MEMORYTYPE_HOST, host_rect, src, CU_MEMORYTYPE_DEVICE, src_rect, region, elem,
+           current_stream("download"));
+}
+
+void CudaDevice::fill(void* dst, const Rect& dst_rect, const Rect& region, const void* value,
+                      std::size_t elem) {
+  CUstream s = current_stream("fill");
+  if (region.empty()) return;
+  const GsBox b = make_box(dst_rect, dst_rect, region);
+  bool zero = true;
+  for (std::size_t i = 0; i < elem; ++i)
+    zero = zero && !static_cast<const unsigned char*>(value)[i];
+  if (zero && contiguous(b, b.dst_stride)) {
+    auto p = reinterpret_cast<CUdeviceptr>(static_cast<unsigned char*>(dst) + b.dst_offset * elem);
+    check(api_.cuMemsetD8Async(p, 0, std::size_t(volume(b)) * elem, s), "cuMemsetD8Async", name_);
+    return;
+  }
+  if (elem != 1 && elem != 2 && elem != 4 && elem != 8 && elem != 16)
+    throw Error(fmt::format("internal error: fill of {}-byte elements", elem));
+  CUfunction f = builtin(fmt::format("gs_fill_{}", elem));
+  alignas(16) unsigned char v[16] = {};
+  std::memcpy(v, value, elem);
+  GsBox box = b;
+  void* p = dst;
+  void* params[] = {&p, &box, v};
+  const int64_t n = volume(b);
+  CUresult r = api_.cuLaunchKernel(f, unsigned(std::min<int64_t>((n + 255) / 256, 65535)), 1, 1,
+                                   256, 1, 1, 0, s, params, nullptr);
+  check(r, "a fill", name_);
+}
+
+void CudaDevice::combine(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+                         annotation::ReduceOp op, DType dtype) {
+  CUstream s = current_stream("a reduction");
+  const Rect region = dst_rect.intersect(src_rect);
+  if (region.empty()) return;
+  const std::size_t elem = dtype_size(dtype);
+  CUdeviceptr staged = 0;
+  if (!peer_everywhere_) {
+    // The source may be on a GPU this one cannot address: bring it here first.
+    int ordinal = ordinal_;
+    api_.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                               reinterpret_cast<CUdeviceptr>(src));
+    if (ordinal != ordinal_) {
+      const std::size_t bytes = std::size_t(src_rect.volume()) * elem;
+      check(api_.cuStreamSynchronize(s), "cuStreamSynchronize", name_);
+      check(api_.cuMemAlloc(&staged, bytes), "cuMemAlloc", name_);
+      check(api_.cuMemcpyAsync(staged, reinterpret_cast<CUdeviceptr>(src), bytes, s),
+            "cuMemcpyAsync", name_);
+      src = reinterpret_cast<const void*>(staged);
+    }
+  }
+  CUfunction f = builtin(fmt::format("gs_combine_{}_{}", dtype_tag(dtype), op_tag(op)));
+  GsBox box = make_box(dst_rect, src_rect, region);
+  void* dp = dst;
+  const void* sp = src;
+  void* params[] = {&dp, &sp, &box};
+  const int64_t n = volume(box);
+  CUresult r = api_.cuLaunchKernel(f, unsigned(std::min<int64_t>((n + 255) / 256, 65535)), 1, 1,
+                                   256, 1, 1, 0, s, params, nullptr);
+  if (staged) {
+    CUresult w = api_.cuStreamSynchronize(s);
+    api_.cuMemFree(staged);
+    if (r == CUDA_SUCCESS) r = w;
+  }
+  check(r, "a reduction", name_);
+}
+
+}  // namespace gridspan::backend::cuda

@@ -1,0 +1,109 @@
+// One GPU: its primary context, compute streams with a completion thread each, one copy
+// stream per direction, and the backend's own kernels (fills, reductions).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cuda/loader.hpp"
+#include "gridspan/backend/device.hpp"
+
+namespace gridspan::backend::cuda {
+
+class CudaDevice final : public Device {
+ public:
+  /// `budget`: the bytes the memory manager may hold on it (0 = free memory less a reserve).
+  CudaDevice(const DriverApi& api, int index, int ordinal, std::size_t budget, int streams);
+  ~CudaDevice() override;  // waits for everything queued, then frees streams and context
+
+  int index() const override { return index_; }
+  std::string name() const override { return name_; }
+  std::size_t memory_capacity() const override { return capacity_; }
+  bool unified() const override { return false; }
+  bool asynchronous() const override { return true; }
+  void* allocate(std::size_t bytes) override;
+  void deallocate(void* p, std::size_t bytes) override;
+  void* allocate_host(std::size_t bytes) override;
+  void deallocate_host(void* p, std::size_t bytes) override;
+  void copy_to_host(void* host, const void* device, std::size_t bytes) override;
+  void copy_from_host(void* device, const void* host, std::size_t bytes) override;
+  void submit(std::function<void()> work, std::function<void(std::exception_ptr)> done) override;
+  void copy(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+            const Rect& region, std::size_t elem_size) override;
+  void fill(void* dst, const Rect& dst_rect, const Rect& region, const void* value,
+            std::size_t elem_size) override;
+  void combine(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+               annotation::ReduceOp op, DType dtype) override;
+  void upload(void* dst, const Rect& dst_rect, const void* host, const Rect& host_rect,
+              const Rect& region, std::size_t elem_size) override;
+  void download(void* host, const Rect& host_rect, const void* src, const Rect& src_rect,
+                const Rect& region, std::size_t elem_size) override;
+  void synchronize() override;
+  void* stream() const override;
+
+  int ordinal() const { return ordinal_; }
+  int arch() const { return arch_; }  // compute capability as 90 for 9.0
+  CUcontext context() const { return context_; }
+  /// Makes this device's context current on the calling thread.
+  void bind() const;
+  /// Loads the backend's own kernels (once, before any work).
+  void load_builtins(const std::string& cubin);
+  /// Inside submitted work: launches `f` on the work's stream, labelled for fault messages.
+  void launch(CUfunction f, const unsigned grid[3], const unsigned block[3], void** params,
+              std::string label);
+  /// Peer access to `other` (both ways are asked for separately); false when impossible.
+  bool enable_peer(const CudaDevice& other);
+
+ private:
+  struct Pending {
+    CUevent event;
+    std::function<void(std::exception_ptr)> done;
+    std::exception_ptr error;
+    std::string label;
+  };
+  struct Lane {
+    CUstream stream = nullptr;
+    std::mutex submit_mutex;  // one work queues at a time, so labels and events pair up
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::deque<Pending> queue;
+    bool stop = false;
+    std::thread thread;
+  };
+  void completion_loop(Lane& lane);
+  CUevent take_event();
+  void give_event(CUevent e);
+  CUstream current_stream(const char* what) const;
+  void copy_box(void* dst, CUmemorytype dst_type, const Rect& dst_rect, const void* src,
+                CUmemorytype src_type, const Rect& src_rect, const Rect& region,
+                std::size_t elem_size, CUstream stream);
+  void blocking_copy(CUstream stream, const std::function<CUresult()>& queue_copy,
+                     const char* what);
+  CUfunction builtin(const std::string& name) const;
+
+  const DriverApi& api_;
+  int index_, ordinal_;
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+  std::string name_;
+  std::size_t capacity_ = 0;
+  int arch_ = 0;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::atomic<unsigned> next_lane_{0};
+  CUstream to_host_ = nullptr, from_host_ = nullptr;
+  std::mutex events_mutex_;
+  std::vector<CUevent> events_;
+  CUmodule builtins_ = nullptr;
+  std::vector<std::pair<std::string, CUfunction>> builtin_functions_;
+  std::atomic<std::size_t> allocated_{0};
+  bool peer_everywhere_ = true;  // every other device's memory is addressable from kernels
+  friend class CudaBackend;
+};
+
+}  // namespace gridspan::backend::cuda

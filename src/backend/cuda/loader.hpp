@@ -1,0 +1,86 @@
+// The CUDA driver API and NVRTC, loaded at run time with dlopen: one binary runs on machines
+// with and without a GPU. Only src/backend/cuda/ includes this (it needs cuda.h).
+#pragma once
+
+#include <cuda.h>
+#include <nvrtc.h>
+
+#include <string>
+
+namespace gridspan::backend::cuda {
+
+// Every driver entry point gridspan calls. cuda.h maps some names to versioned symbols
+// (cuMemAlloc -> cuMemAlloc_v2); the loader resolves the symbol the header names.
+#define GRIDSPAN_CUDA_DRIVER_FUNCTIONS(X) \
+  X(cuInit)                               \
+  X(cuDriverGetVersion)                   \
+  X(cuGetErrorName)                       \
+  X(cuGetErrorString)                     \
+  X(cuDeviceGetCount)                     \
+  X(cuDeviceGet)                          \
+  X(cuDeviceGetName)                      \
+  X(cuDeviceTotalMem)                     \
+  X(cuDeviceGetAttribute)                 \
+  X(cuDeviceCanAccessPeer)                \
+  X(cuDevicePrimaryCtxRetain)             \
+  X(cuDevicePrimaryCtxRelease)            \
+  X(cuCtxSetCurrent)                      \
+  X(cuCtxEnablePeerAccess)                \
+  X(cuMemGetInfo)                         \
+  X(cuMemAlloc)                           \
+  X(cuMemFree)                            \
+  X(cuMemHostAlloc)                       \
+  X(cuMemFreeHost)                        \
+  X(cuMemcpyAsync)                        \
+  X(cuMemcpyHtoDAsync)                    \
+  X(cuMemcpyDtoHAsync)                    \
+  X(cuMemcpy2DAsync)                      \
+  X(cuMemcpy3DAsync)                      \
+  X(cuMemsetD8Async)                      \
+  X(cuPointerGetAttribute)                \
+  X(cuStreamCreate)                       \
+  X(cuStreamDestroy)                      \
+  X(cuStreamSynchronize)                  \
+  X(cuEventCreate)                        \
+  X(cuEventDestroy)                       \
+  X(cuEventRecord)                        \
+  X(cuEventSynchronize)                   \
+  X(cuModuleLoadData)                     \
+  X(cuModuleUnload)                       \
+  X(cuModuleGetFunction)                  \
+  X(cuFuncGetAttribute)                   \
+  X(cuLaunchKernel)
+
+#define GRIDSPAN_NVRTC_FUNCTIONS(X) \
+  X(nvrtcVersion)                   \
+  X(nvrtcGetErrorString)            \
+  X(nvrtcCreateProgram)             \
+  X(nvrtcDestroyProgram)            \
+  X(nvrtcCompileProgram)            \
+  X(nvrtcGetProgramLogSize)         \
+  X(nvrtcGetProgramLog)             \
+  X(nvrtcGetCUBINSize)              \
+  X(nvrtcGetCUBIN)
+
+struct DriverApi {
+#define GRIDSPAN_DECLARE(fn) decltype(&::fn) fn = nullptr;
+  GRIDSPAN_CUDA_DRIVER_FUNCTIONS(GRIDSPAN_DECLARE)
+};
+
+struct NvrtcApi {
+  GRIDSPAN_NVRTC_FUNCTIONS(GRIDSPAN_DECLARE)
+#undef GRIDSPAN_DECLARE
+};
+
+/// The driver, loaded and initialised once per process; null with `why` filled when there
+/// is no driver, no GPU, or the driver is too old for this build.
+const DriverApi* driver(std::string& why);
+/// NVRTC, loaded once per process; null with `why` filled when it cannot be found.
+const NvrtcApi* nvrtc(std::string& why);
+
+/// "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered".
+std::string describe(CUresult r);
+/// Throws DeviceError "<what> failed on <where>: <describe(r)>" unless r is CUDA_SUCCESS.
+void check(CUresult r, const char* what, const std::string& where);
+
+}  // namespace gridspan::backend::cuda

@@ -1,0 +1,113 @@
+// The cuda backend's compiler, which needs NVRTC but no GPU: the built-in kernels and user
+// wrappers compile to sm_90 cubins, NVRTC errors point at the user's lines, and the disk
+// cache serves a second compilation. Skipped where NVRTC is not installed.
+#ifdef GRIDSPAN_HAVE_CUDA
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "backend/cuda/cuda.hpp"
+#include "backend/kernel_support.hpp"
+#include "gridspan/core/error.hpp"
+
+namespace gridspan::test {
+namespace {
+
+using backend::KernelSource;
+namespace cuda = backend::cuda;
+
+// A cubin is an ELF file.
+bool is_elf(const std::string& image) {
+  return image.size() > 64 && image.compare(0, 4,
+                                            "\x7f"
+                                            "ELF") == 0;
+}
+
+std::string fresh_cache(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("gridspan-cuda-test-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  return dir.string();
+}
+
+KernelSource saxpy(bool checked = false) {
+  KernelSource k;
+  k.name = "saxpy";
+  k.file = "saxpy.cu";
+  k.source = R"(
+__device__ void saxpy(dim3 blockIdx, float a, gridspan::Vector<float> y,
+                      const gridspan::Vector<float> x, gridspan::Scalar<__half> h) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < gridDim.x * blockDim.x) y[i] = a * x[i] + y[i];
+  __shared__ float tile[32];
+  tile[threadIdx.x % 32] = y[i];
+  __syncthreads();
+  (void)h;
+}
+)";
+  k.params = {scalar_param("a", DType::f32), array_param("y", 1, DType::f32),
+              array_param("x", 1, DType::f32, true), array_param("h", 0, DType::f16)};
+  k.checked = checked;
+  return k;
+}
+
+TEST(CudaCompile, BuiltinsAndWrappersCompileToSm90Cubins) {
+  const std::string cache = fresh_cache("ok");
+  try {
+    EXPECT_TRUE(is_elf(cuda::builtin_cubin(90, cache)));
+  } catch (const CompileError& e) {
+    if (std::string(e.what()).find("NVRTC could not be loaded") != std::string::npos)
+      GTEST_SKIP() << e.what();
+    throw;
+  }
+  EXPECT_TRUE(is_elf(cuda::compile_cubin(saxpy(), 90, cache)));
+  EXPECT_TRUE(is_elf(cuda::compile_cubin(saxpy(true), 90, cache)));
+  // The second time comes from the disk cache: NVRTC does not run.
+  const long before = cuda::detail::nvrtc_invocations();
+  EXPECT_TRUE(is_elf(cuda::compile_cubin(saxpy(), 90, cache)));
+  EXPECT_EQ(cuda::detail::nvrtc_invocations(), before);
+  std::filesystem::remove_all(cache);
+}
+
+TEST(CudaCompile, ErrorsPointAtTheUsersLines) {
+  const std::string cache = fresh_cache("error");
+  KernelSource k = saxpy();
+  k.source =
+      "\n__device__ void saxpy(dim3 blockIdx, float a, gridspan::Vector<float> y,\n"
+      "    const gridspan::Vector<float> x, gridspan::Scalar<__half> h) {\n"
+      "  y[0] = undefined_name;\n}\n";
+  try {
+    cuda::compile_cubin(k, 90, cache);
+    FAIL() << "expected a CompileError";
+  } catch (const CompileError& e) {
+    const std::string m = e.what();
+    if (m.find("NVRTC could not be loaded") != std::string::npos) GTEST_SKIP() << m;
+    EXPECT_NE(m.find("saxpy.cu(4)"), std::string::npos) << m;
+    EXPECT_NE(m.find("undefined_name"), std::string::npos) << m;
+    EXPECT_NE(m.find("cuda backend"), std::string::npos) << m;
+  }
+  // A signature that does not take what gridspan passes gets the signature advice.
+  k.source = "__device__ void saxpy(dim3 blockIdx, int* wrong) {}\n";
+  try {
+    cuda::compile_cubin(k, 90, cache);
+    FAIL() << "expected a CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not take what gridspan passes"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(cache);
+}
+
+TEST(CudaCompile, WrapperPassesTheWholeLaunchGridAndVirtualBlockIndices) {
+  const std::string w = cuda::generate_wrapper(saxpy());
+  EXPECT_NE(w.find("#define gridDim (::gridspan::cuda_detail::grid_dim)"), std::string::npos);
+  EXPECT_NE(w.find("#line 1 \"saxpy.cu\""), std::string::npos);
+  EXPECT_NE(w.find("gs_h.block_lo[0] + gs_x"), std::string::npos);
+  EXPECT_NE(w.find("GsArrayArg gs_p1"), std::string::npos);
+  EXPECT_NE(w.find("float gs_p0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gridspan::test
+#endif
