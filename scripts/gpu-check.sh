@@ -34,7 +34,7 @@ tail -8 "$LOGS/demo.log"
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   # racecheck follows every shared-memory access, so it gets the launch tests only.
   for tool in memcheck racecheck; do
-    filter=${MEMCHECK_FILTER:-*}
+    filter=${MEMCHECK_FILTER:-*-GpuFault.*}
     [ $tool = racecheck ] && filter=${RACECHECK_FILTER:-Launch.*}
     step "compute-sanitizer --tool $tool on the end-to-end tests ($filter)"
     GRIDSPAN_FUZZ_PROGRAMS=${SANITIZE_PROGRAMS:-10} timeout "${SANITIZE_TIMEOUT:-300}" \

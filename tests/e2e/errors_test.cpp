@@ -159,3 +159,29 @@ __device__ void sneaky(dim3 blockIdx, int n, gridspan::Vector<float> out, gridsp
 
 }  // namespace
 }  // namespace gridspan::test
+
+namespace gridspan::test {
+namespace {
+
+// A kernel that faults on the GPU (a write far outside its chunk) stops the run with the
+// kernel's name and superblock, and does not hang. The fault leaves the GPU's context
+// unusable, so this test runs alone in its process (ctest runs each test so); the
+// compute-sanitizer runs of scripts/gpu-check.sh leave it out.
+TEST(GpuFault, IllegalAddressNamesTheKernelAndSuperblock) {
+  gs::Context ctx(config(1));
+  if (ctx.backend_name() != "cuda") GTEST_SKIP() << "needs the cuda backend";
+  const char* wild = R"(
+__device__ void wild(dim3 blockIdx, int n, gridspan::Vector<float> out) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i == 7) out[i + (int64_t(1) << 40)] = 1.0f;
+}
+)";
+  auto k = ctx.compile(gs::KernelDef::from_source(wild, "wild").annotate("global i => write out[i]"));
+  auto out = ctx.zeros<float>({1024}, gs::dist::rows(1024));
+  k.launch({1024}, {128}, gs::work::tiles({1024}), 1024, out);
+  expect_error<gs::DeviceError>([&] { ctx.synchronize(); },
+                                {"kernel `wild`", "superblock", "CUDA_ERROR"});
+}
+
+}  // namespace
+}  // namespace gridspan::test
