@@ -216,10 +216,23 @@ std::string generate_wrapper(const KernelSource& k) {
   return s;
 }
 
+namespace {
+std::vector<std::string> kernel_options() {
+  return {"-std=c++17", "--device-as-default-execution-space", "-lineinfo"};
+}
+}  // namespace
+
+std::string compile_program(const std::string& source, const std::string& name, int arch,
+                            const std::string& cache_dir) {
+  return cached_cubin(source, name + ".cu", name, kernel_options(), arch, cache_dir,
+                      [&](const std::string& log) {
+                        throw CompileError(fmt::format("`{}` does not compile:\n{}", name, log));
+                      });
+}
+
 std::string compile_cubin(const KernelSource& k, int arch, const std::string& cache_dir) {
   const std::string wrapper = generate_wrapper(k);
-  std::vector<std::string> options = {"-std=c++17", "--device-as-default-execution-space",
-                                      "-lineinfo"};
+  std::vector<std::string> options = kernel_options();
   if (k.checked) options.push_back("-DGRIDSPAN_CHECKED=1");
   const std::string file = jit::file_name(k);
   const std::string wrapper_file = k.name + ".gridspan-wrapper";

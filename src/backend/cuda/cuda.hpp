@@ -26,6 +26,12 @@ std::string builtin_cubin(int arch, const std::string& cache_dir);
 /// no GPU. Throws CompileError with NVRTC's log against the user's line numbers.
 std::string compile_cubin(const KernelSource& kernel, int arch, const std::string& cache_dir);
 
+/// Compiles a whole translation unit (which may include <gridspan/device/kernel.hpp>) with the
+/// options user kernels get, through the same cache: for programs that launch kernels
+/// themselves, such as the benchmarks' plain-CUDA baselines.
+std::string compile_program(const std::string& source, const std::string& name, int arch,
+                            const std::string& cache_dir);
+
 namespace detail {
 /// How many times this process has run NVRTC: tests use it to see cache hits.
 long nvrtc_invocations();

@@ -1,0 +1,406 @@
+// The paper's eight benchmarks (Lightning, section 6) as specs: kernels written from the
+// algorithms (SHOC MD5 and SpMV, CUDA samples N-Body and Black-Scholes, Rodinia K-Means and
+// HotSpot, a radio-astronomy correlator, a tiled GEMM). Step s doubles the data of step s-1.
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "bench/paper/paper.hpp"
+
+namespace gridspan::bench {
+namespace {
+
+template <class T>
+std::vector<T> uniform(std::size_t n, std::mt19937_64& g, double lo, double hi) {
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) x = T(d(g));
+  return v;
+}
+
+// Chunks of about 1/devices of `n` along axis 0, rounded up to `align`.
+int64_t share(int64_t n, int devices, int64_t align) {
+  int64_t per = (n + devices - 1) / devices;
+  return std::max<int64_t>(align, (per + align - 1) / align * align);
+}
+
+gs::Dim dim1(int64_t a) {
+  return gs::Dim{a};
+}
+
+// ---- Black-Scholes (CUDA samples) -------------------------------------------------------
+const char* kBlackScholes = R"(
+__device__ inline float cnd(float d) {
+  const float A1 = 0.31938153f, A2 = -0.356563782f, A3 = 1.781477937f, A4 = -1.821255978f,
+              A5 = 1.330274429f, RSQRT2PI = 0.39894228040143267793994605993438f;
+  float k = 1.0f / (1.0f + 0.2316419f * fabsf(d));
+  float c = RSQRT2PI * __expf(-0.5f * d * d) * (k * (A1 + k * (A2 + k * (A3 + k * (A4 + k * A5)))));
+  return d > 0 ? 1.0f - c : c;
+}
+__device__ void blackscholes(dim3 blockIdx, int64_t n, float r, float v, gridspan::Vector<float> call,
+                             gridspan::Vector<float> put, const gridspan::Vector<float> price,
+                             const gridspan::Vector<float> strike, const gridspan::Vector<float> years) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float s = price[i], x = strike[i], t = years[i];
+  float sqrt_t = sqrtf(t);
+  float d1 = (__logf(s / x) + (r + 0.5f * v * v) * t) / (v * sqrt_t);
+  float d2 = d1 - v * sqrt_t;
+  float c1 = cnd(d1), c2 = cnd(d2), e = __expf(-r * t);
+  call[i] = s * c1 - x * e * c2;
+  put[i] = x * e * (1.0f - c2) - s * (1.0f - c1);
+}
+)";
+
+Spec blackscholes(int s, std::mt19937_64& g) {
+  const int64_t n = (int64_t(1) << 26) << s;  // 5 arrays of 4 bytes: 1.3 GB at s = 0
+  Spec p;
+  p.name = "blackscholes";
+  p.size_label = fmt::format("n={}", n);
+  p.unit = "options/s";
+  p.items = double(n) * 10;
+  p.kernels = {{"blackscholes",
+                kBlackScholes,
+                "global i => write call[i], write put[i], read price[i], read strike[i], "
+                "read years[i]",
+                {}}};
+  auto rows = [n](int d) { return gs::dist::rows(share(n, d, 1 << 20)); };
+  p.arrays = {{"price", DType::f32, dim1(n), rows, bytes_of(uniform<float>(n, g, 5, 30))},
+              {"strike", DType::f32, dim1(n), rows, bytes_of(uniform<float>(n, g, 1, 100))},
+              {"years", DType::f32, dim1(n), rows, bytes_of(uniform<float>(n, g, 0.25, 10))},
+              {"call", DType::f32, dim1(n), rows, {}},
+              {"put", DType::f32, dim1(n), rows, {}}};
+  for (int it = 0; it < 10; ++it)
+    p.steps.push_back({"blackscholes",
+                       dim1(n),
+                       dim1(256),
+                       [n](int d) { return gs::work::tiles(dim1(share(n, d, 1 << 20))); },
+                       {n, 0.02f, 0.30f, std::string("call"), std::string("put"),
+                        std::string("price"), std::string("strike"), std::string("years")}});
+  p.output = "call";
+  return p;
+}
+
+// ---- N-Body (CUDA samples; 10 steps) ----------------------------------------------------
+const char* kNbody = R"(
+__device__ void nbody(dim3 blockIdx, int64_t n, float dt, float eps2, gridspan::Matrix<float> out,
+                      gridspan::Matrix<float> vel, const gridspan::Matrix<float> pos) {
+  __shared__ float4 tile[256];
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool active = i < n;
+  float px = 0, py = 0, pz = 0, ax = 0, ay = 0, az = 0;
+  if (active) px = pos(i, 0), py = pos(i, 1), pz = pos(i, 2);
+  for (int64_t base = 0; base < n; base += blockDim.x) {
+    int64_t j = base + threadIdx.x;
+    tile[threadIdx.x] = j < n ? make_float4(pos(j, 0), pos(j, 1), pos(j, 2), pos(j, 3))
+                              : make_float4(0.f, 0.f, 0.f, 0.f);
+    __syncthreads();
+#pragma unroll 8
+    for (int k = 0; k < 256; ++k) {
+      float4 q = tile[k];
+      float dx = q.x - px, dy = q.y - py, dz = q.z - pz;
+      float inv = rsqrtf(dx * dx + dy * dy + dz * dz + eps2);
+      float f = q.w * inv * inv * inv;
+      ax += dx * f, ay += dy * f, az += dz * f;
+    }
+    __syncthreads();
+  }
+  if (!active) return;
+  float vx = vel(i, 0) + ax * dt, vy = vel(i, 1) + ay * dt, vz = vel(i, 2) + az * dt;
+  vel(i, 0) = vx, vel(i, 1) = vy, vel(i, 2) = vz;
+  out(i, 0) = px + vx * dt, out(i, 1) = py + vy * dt, out(i, 2) = pz + vz * dt;
+  out(i, 3) = pos(i, 3);
+}
+)";
+
+Spec nbody(int s, std::mt19937_64& g) {
+  const int64_t n = int64_t(65536) << (s / 2) << (s % 2 ? 0 : 0);  // O(n^2) work
+  const int64_t bodies = s % 2 ? n + n / 2 : n;
+  Spec p;
+  p.name = "nbody";
+  p.size_label = fmt::format("n={}", bodies);
+  p.unit = "interactions/s";
+  p.items = double(bodies) * double(bodies) * 10;
+  p.compute_bound = true;
+  p.kernels = {
+      {"nbody", kNbody, "global i => write out[i, :], readwrite vel[i, :], read pos[:, :]", {}}};
+  std::vector<float> pos = uniform<float>(bodies * 4, g, -1, 1), vel(bodies * 4, 0.0f);
+  for (int64_t i = 0; i < bodies; ++i) pos[i * 4 + 3] = 1.0f / float(bodies);
+  auto rows = [bodies](int d) { return gs::dist::rows(share(bodies, d, 256)); };
+  auto all = [](int) { return gs::dist::replicated(); };
+  p.arrays = {{"pos", DType::f32, gs::Dim{bodies, 4}, all, bytes_of(pos)},
+              {"out", DType::f32, gs::Dim{bodies, 4}, all, bytes_of(pos)},
+              {"vel", DType::f32, gs::Dim{bodies, 4}, rows, bytes_of(vel)}};
+  for (int it = 0; it < 10; ++it) {
+    p.steps.push_back(
+        {"nbody",
+         dim1(bodies),
+         dim1(256),
+         [bodies](int d) { return gs::work::tiles(dim1(share(bodies, d, 256))); },
+         {bodies, 0.001f, 0.01f, std::string("out"), std::string("vel"), std::string("pos")}});
+    p.steps.push_back({"", {}, {}, {}, {}, "pos", "out"});
+  }
+  p.output = "pos";
+  return p;
+}
+
+// ---- HotSpot (Rodinia; 10 iterations, halo exchange) ------------------------------------
+const char* kHotspot = R"(
+__device__ void hotspot(dim3 blockIdx, int rows, int cols, float cap, float rx, float ry, float rz,
+                        gridspan::Matrix<float> out, const gridspan::Matrix<float> temp,
+                        const gridspan::Matrix<float> power) {
+  int j = blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y * blockDim.y + threadIdx.y;
+  if (i >= rows || j >= cols) return;
+  float c = temp(i, j);
+  float n = temp(i > 0 ? i - 1 : i, j), s = temp(i < rows - 1 ? i + 1 : i, j);
+  float w = temp(i, j > 0 ? j - 1 : j), e = temp(i, j < cols - 1 ? j + 1 : j);
+  out(i, j) = c + cap * (power(i, j) + (s + n - 2.0f * c) * ry + (e + w - 2.0f * c) * rx +
+                         (80.0f - c) * rz);
+}
+)";
+
+Spec hotspot(int s, std::mt19937_64& g) {
+  const int64_t cols = 16384, rows = int64_t(8192) << s;  // 3 arrays: 1.6 GB at s = 0
+  Spec p;
+  p.name = "hotspot";
+  p.size_label = fmt::format("{}x{}", rows, cols);
+  p.unit = "cells/s";
+  p.items = double(rows) * double(cols) * 10;
+  p.kernels = {{"hotspot",
+                kHotspot,
+                "global [j, i] => write out[i, j], read temp[i-1:i+1, j-1:j+1], read power[i, j]",
+                {}}};
+  auto slab = [rows, cols](int d) {
+    return gs::dist::stencil(gs::Dim{share(rows, d, 16), cols}, gs::Dim{1, 0});
+  };
+  auto tiles = [rows, cols](int d) { return gs::dist::tiles(gs::Dim{share(rows, d, 16), cols}); };
+  p.arrays = {{"a", DType::f32, gs::Dim{rows, cols}, slab,
+               bytes_of(uniform<float>(rows * cols, g, 320, 340))},
+              {"b", DType::f32, gs::Dim{rows, cols}, slab, {}},
+              {"power", DType::f32, gs::Dim{rows, cols}, tiles,
+               bytes_of(uniform<float>(rows * cols, g, 0, 0.01))}};
+  for (int it = 0; it < 10; ++it) {
+    p.steps.push_back({"hotspot",
+                       gs::Dim{cols, rows},
+                       gs::Dim{32, 8},
+                       [rows, cols](int d) {
+                         return gs::work::tiles(gs::Dim{cols, share(rows, d, 16)});
+                       },
+                       {int32_t(rows), int32_t(cols), 0.5f, 0.1f, 0.1f, 0.05f, std::string("b"),
+                        std::string("a"), std::string("power")}});
+    p.steps.push_back({"", {}, {}, {}, {}, "a", "b"});
+  }
+  p.output = "a";
+  return p;
+}
+
+// ---- GEMM (rows of A and C per GPU; B exchanged) ----------------------------------------
+const char* kGemm = R"(
+#define TILE 32
+__device__ void gemm(dim3 blockIdx, int n, gridspan::Matrix<float> c, const gridspan::Matrix<float> a,
+                     const gridspan::Matrix<float> b) {
+  __shared__ float as[TILE][TILE + 1], bs[TILE][TILE];
+  const int tx = threadIdx.x, ty = threadIdx.y;  // a block of 32 x 8 threads, 4 rows each
+  const int col = blockIdx.x * TILE + tx, row0 = blockIdx.y * TILE + ty;
+  float acc[4] = {0, 0, 0, 0};
+  for (int k0 = 0; k0 < n; k0 += TILE) {
+    for (int r = 0; r < 4; ++r) {
+      int row = row0 + 8 * r;
+      as[ty + 8 * r][tx] = row < n && k0 + tx < n ? a(row, k0 + tx) : 0.0f;
+      bs[ty + 8 * r][tx] = k0 + ty + 8 * r < n && col < n ? b(k0 + ty + 8 * r, col) : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < TILE; ++k) {
+      float bv = bs[k][tx];
+      for (int r = 0; r < 4; ++r) acc[r] += as[ty + 8 * r][k] * bv;
+    }
+    __syncthreads();
+  }
+  for (int r = 0; r < 4; ++r)
+    if (row0 + 8 * r < n && col < n) c(row0 + 8 * r, col) = acc[r];
+}
+)";
+
+Spec gemm(int s, std::mt19937_64& g) {
+  const int64_t n = s == 0 ? 8192 : s == 1 ? 11584 : int64_t(8192) << (s / 2);
+  Spec p;
+  p.name = "gemm";
+  p.size_label = fmt::format("n={}", n);
+  p.unit = "FMA/s";
+  p.items = double(n) * double(n) * double(n);
+  p.compute_bound = true;
+  // The kernel's block is 32 x 8 threads covering a 32 x 32 tile: the launch's threads are
+  // n x n/4, and each thread's rows are 8 apart.
+  p.kernels = {{"gemm",
+                kGemm,
+                "global [j, _] block [_, by] => write c[by*32:by*32+31, j], "
+                "read a[by*32:by*32+31, :], read b[:, j]",
+                {}}};
+  auto rows = [n](int d) { return gs::dist::rows(share(n, d, 32)); };
+  p.arrays = {{"a", DType::f32, gs::Dim{n, n}, rows, bytes_of(uniform<float>(n * n, g, -1, 1))},
+              {"b", DType::f32, gs::Dim{n, n}, rows, bytes_of(uniform<float>(n * n, g, -1, 1))},
+              {"c", DType::f32, gs::Dim{n, n}, rows, {}}};
+  p.steps.push_back({"gemm",
+                     gs::Dim{n, n / 4},
+                     gs::Dim{32, 8},
+                     [n](int d) {
+                       return gs::work::tiles(gs::Dim{n, share(n, d, 32) / 4});
+                     },
+                     {int32_t(n), std::string("c"), std::string("a"), std::string("b")}});
+  p.output = "c";
+  return p;
+}
+
+// ---- SpMV (SHOC, ELL format, 0.1% density, 10 iterations, vector broadcast) ---------------
+const char* kSpmv = R"(
+__device__ void spmv(dim3 blockIdx, int64_t n, int width, gridspan::Vector<float> y,
+                     const gridspan::Matrix<float> vals, const gridspan::Matrix<int> cols,
+                     const gridspan::Vector<float> x) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float sum = 0.0f;
+  for (int k = 0; k < width; ++k) sum += vals(k, i) * x[cols(k, i)];
+  y[i] = sum;
+}
+)";
+
+Spec spmv(int s, std::mt19937_64& g) {
+  const int64_t n = s % 2 ? 181 * 1024 << (s / 2) : int64_t(128 * 1024) << (s / 2);
+  const int width = int(n / 1000);  // 0.1% of the columns in every row
+  Spec p;
+  p.name = "spmv";
+  p.size_label = fmt::format("n={} nnz/row={}", n, width);
+  p.unit = "nonzeros/s";
+  p.items = double(n) * width * 10;
+  p.kernels = {
+      {"spmv", kSpmv, "global i => write y[i], read vals[:, i], read cols[:, i], read x[:]", {}}};
+  std::vector<int32_t> cols(std::size_t(n) * width);
+  std::uniform_int_distribution<int64_t> col(0, n - 1);
+  for (auto& c : cols) c = int32_t(col(g));
+  auto by_columns = [n, width](int d) {
+    return gs::dist::tiles(gs::Dim{width, share(n, d, 1024)});
+  };
+  auto all = [](int) { return gs::dist::replicated(); };
+  p.arrays = {{"vals", DType::f32, gs::Dim{width, n}, by_columns,
+               bytes_of(uniform<float>(std::size_t(n) * width, g, 0, 1.0 / width))},
+              {"cols", DType::i32, gs::Dim{width, n}, by_columns, bytes_of(cols)},
+              {"x", DType::f32, dim1(n), all, bytes_of(uniform<float>(n, g, 0, 1))},
+              {"y", DType::f32, dim1(n), all, {}}};
+  for (int it = 0; it < 10; ++it) {
+    p.steps.push_back({"spmv",
+                       dim1(n),
+                       dim1(256),
+                       [n](int d) { return gs::work::tiles(dim1(share(n, d, 1024))); },
+                       {n, int32_t(width), std::string("y"), std::string("vals"),
+                        std::string("cols"), std::string("x")}});
+    p.steps.push_back({"", {}, {}, {}, {}, "x", "y"});
+  }
+  p.output = "x";
+  return p;
+}
+
+// ---- K-Means (Rodinia; k = 40, 4 features, 5 iterations, reductions on the GPU) ----------
+const char* kKmeans = R"(
+#define K 40
+#define F 4
+__device__ void kmeans_assign(dim3 blockIdx, int64_t n, gridspan::Vector<int> label,
+                              gridspan::Matrix<float> sums, gridspan::Vector<unsigned int> counts,
+                              const gridspan::Matrix<float> pts, const gridspan::Matrix<float> centres) {
+  __shared__ float c[K * F], s[K * F];
+  __shared__ unsigned int m[K];
+  for (int t = threadIdx.x; t < K * F; t += blockDim.x) c[t] = centres(t / F, t % F), s[t] = 0.0f;
+  for (int t = threadIdx.x; t < K; t += blockDim.x) m[t] = 0;
+  __syncthreads();
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float p[F];
+    for (int f = 0; f < F; ++f) p[f] = pts(i, f);
+    int best = 0;
+    float best_d = 3.4e38f;
+    for (int k = 0; k < K; ++k) {
+      float d = 0.0f;
+      for (int f = 0; f < F; ++f) d += (p[f] - c[k * F + f]) * (p[f] - c[k * F + f]);
+      if (d < best_d) best_d = d, best = k;
+    }
+    label[i] = best;
+    for (int f = 0; f < F; ++f) atomicAdd(&s[best * F + f], p[f]);
+    atomicAdd(&m[best], 1u);
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < K * F; t += blockDim.x) sums.reduce(t / F, t % F, s[t]);
+  for (int t = threadIdx.x; t < K; t += blockDim.x) counts.reduce(t, m[t]);
+}
+__device__ void kmeans_update(dim3 blockIdx, gridspan::Matrix<float> centres,
+                              const gridspan::Matrix<float> sums, const gridspan::Vector<unsigned int> counts) {
+  int k = threadIdx.x;
+  if (k >= K) return;
+  for (int f = 0; f < F; ++f)
+    if (counts[k] > 0) centres(k, f) = sums(k, f) / float(counts[k]);
+}
+)";
+
+Spec kmeans(int s, std::mt19937_64& g) {
+  const int64_t n = (int64_t(1) << 25) << s;  // 20 bytes per point: 0.67 GB at s = 0
+  Spec p;
+  p.name = "kmeans";
+  p.size_label = fmt::format("n={}", n);
+  p.unit = "points/s";
+  p.items = double(n) * 5;
+  p.compute_bound = true;
+  p.tolerance = 1e-4;  // float sums in shared-memory atomics: the order varies run to run
+  p.kernels = {{"kmeans_assign",
+                kKmeans,
+                "global i => write label[i], reduce(+) sums[:, :], reduce(+) counts[:], "
+                "read pts[i, :], read centres[:, :]",
+                {{"sums", {0, GS_ADD}}, {"counts", {0, GS_ADD}}}},
+               {"kmeans_update",
+                kKmeans,
+                "global k => write centres[:, :], read sums[:, :], read counts[:]",
+                {}}};
+  auto rows = [n](int d) { return gs::dist::rows(share(n, d, 1 << 16)); };
+  auto all = [](int) { return gs::dist::replicated(); };
+  std::vector<float> pts = uniform<float>(n * 4, g, 0, 100);
+  std::vector<float> centres(pts.begin(), pts.begin() + 40 * 4);
+  p.arrays = {{"pts", DType::f32, gs::Dim{n, 4}, rows, bytes_of(pts)},
+              {"label", DType::i32, dim1(n), rows, {}},
+              {"centres", DType::f32, gs::Dim{40, 4}, all, bytes_of(centres)},
+              {"sums", DType::f32, gs::Dim{40, 4}, all, {}},
+              {"counts", DType::u32, dim1(40), all, {}}};
+  for (int it = 0; it < 5; ++it) {
+    p.steps.push_back({"kmeans_assign",
+                       dim1(n),
+                       dim1(256),
+                       [n](int d) { return gs::work::tiles(dim1(share(n, d, 1 << 16))); },
+                       {n, std::string("label"), std::string("sums"), std::string("counts"),
+                        std::string("pts"), std::string("centres")}});
+    p.steps.push_back({"kmeans_update",
+                       dim1(64),
+                       dim1(64),
+                       [](int) { return gs::work::tiles(dim1(64)); },
+                       {std::string("centres"), std::string("sums"), std::string("counts")}});
+  }
+  p.output = "centres";
+  return p;
+}
+
+}  // namespace
+
+std::vector<std::string> benchmark_names() {
+  return {"blackscholes", "nbody", "hotspot", "gemm", "spmv", "kmeans"};
+}
+
+Spec make_spec(const std::string& name, int s, uint64_t seed) {
+  std::mt19937_64 g(seed);
+  if (name == "blackscholes") return blackscholes(s, g);
+  if (name == "nbody") return nbody(s, g);
+  if (name == "hotspot") return hotspot(s, g);
+  if (name == "gemm") return gemm(s, g);
+  if (name == "spmv") return spmv(s, g);
+  if (name == "kmeans") return kmeans(s, g);
+  throw Error(fmt::format("no benchmark named '{}'; there are: {}", name,
+                          fmt::join(benchmark_names(), ", ")));
+}
+
+}  // namespace gridspan::bench

@@ -1,0 +1,464 @@
+// bench_paper: the paper's benchmarks on gridspan against plain single-GPU CUDA programs.
+//
+//   bench_paper [--bench md5,nbody,...] [--sizes 0,1,2] [--gpus 1,2] [--runs 5]
+//               [--out-of-core] [--json results.json]
+//
+// For each benchmark and size: the plain CUDA program (the same kernel bodies launched
+// directly over their whole grids on GPU 0), gridspan on each GPU count, and (with
+// --out-of-core) gridspan on one GPU with GRIDSPAN_DEVICE_MEMORY at half of the data. One
+// untimed warm-up, then the mean of --runs runs, each timed from its first launch to the
+// end of its last; throughput = items / time. Outputs are compared with the baseline's.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "backend/cuda/cuda.hpp"
+#include "backend/cuda/loader.hpp"
+#include "backend/jit.hpp"
+#include "bench/paper/paper.hpp"
+#include "gridspan/runtime/driver.hpp"
+
+namespace gridspan::bench {
+namespace {
+
+namespace cuda = backend::cuda;
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+struct Timing {
+  std::vector<double> runs;
+  std::vector<unsigned char> output;
+  std::size_t moved_bytes = 0;  // device <-> host spill traffic (gridspan out-of-core)
+  double mean() const {
+    double s = 0;
+    for (double r : runs) s += r;
+    return runs.empty() ? 0 : s / double(runs.size());
+  }
+};
+
+// ---- gridspan ---------------------------------------------------------------------------
+
+using AnyArray = std::variant<gs::Array<float>, gs::Array<int32_t>, gs::Array<uint32_t>>;
+
+AnyArray create(gs::Context& ctx, const ArraySpec& a) {
+  const gs::DataDistribution dist = a.dist(ctx.device_count());
+  switch (a.dtype) {
+    case DType::f32:
+      return ctx.empty<float>(a.shape, dist);
+    case DType::i32:
+      return ctx.empty<int32_t>(a.shape, dist);
+    case DType::u32:
+      return ctx.empty<uint32_t>(a.shape, dist);
+    default:
+      throw Error(fmt::format("bench: array {} has an unsupported dtype", a.name));
+  }
+}
+
+const gs::detail::ArrayHandle& handle(const AnyArray& a) {
+  return std::visit([](const auto& x) -> const gs::detail::ArrayHandle& { return x.handle(); }, a);
+}
+
+Timing run_gridspan(const Spec& spec, int gpus, std::size_t device_memory, int runs) {
+  gs::Config c = gs::Config::from_env();
+  c.backend = "cuda";
+  c.gpus = gpus;
+  c.device_memory = device_memory;
+  gs::Context ctx(c);
+  if (ctx.device_count() != gpus)
+    throw Error(fmt::format("bench: asked for {} GPUs, got {}", gpus, ctx.device_count()));
+  std::map<std::string, gs::Kernel> kernels;
+  for (const auto& k : spec.kernels)
+    kernels[k.function] =
+        ctx.compile(gs::KernelDef::from_source(k.source, k.function).annotate(k.annotation));
+  std::map<std::string, AnyArray> arrays;
+  for (const auto& a : spec.arrays) {
+    auto it = arrays.emplace(a.name, create(ctx, a)).first;
+    if (!a.init.empty()) gs::detail::array_write(handle(it->second), a.init.data(), a.init.size());
+  }
+  ctx.synchronize();
+  auto run_once = [&] {
+    for (const auto& s : spec.steps) {
+      if (s.kernel.empty()) {
+        std::swap(arrays.at(s.swap_a), arrays.at(s.swap_b));
+        continue;
+      }
+      std::vector<gs::detail::LaunchArg> args;
+      for (const auto& arg : s.args) {
+        if (auto* name = std::get_if<std::string>(&arg)) {
+          gs::detail::LaunchArg la;
+          la.array = &handle(arrays.at(*name));
+          la.dtype = gs::detail::array_dtype(*la.array);
+          args.push_back(la);
+        } else {
+          std::visit(
+              [&](const auto& v) {
+                using V = std::decay_t<decltype(v)>;
+                if constexpr (!std::is_same_v<V, std::string>)
+                  args.push_back(gs::detail::make_arg(v));
+              },
+              arg);
+        }
+      }
+      kernels.at(s.kernel).launch_packed(s.threads, s.block, s.work(ctx.device_count()), args);
+    }
+  };
+  auto spilled = [&] {
+    std::size_t b = 0;
+    auto stats = ctx.memory_stats();
+    for (int d = 0; d < ctx.device_count(); ++d) b += stats[d].spilled_bytes;
+    return b;
+  };
+  run_once();  // warm-up: compiles nothing more, touches every page
+  ctx.synchronize();
+  Timing t;
+  const std::size_t spilled_before = spilled();
+  for (int r = 0; r < runs; ++r) {
+    auto t0 = Clock::now();
+    run_once();
+    ctx.synchronize();
+    t.runs.push_back(seconds(t0, Clock::now()));
+  }
+  t.moved_bytes = spilled() - spilled_before;
+  const auto& out = handle(arrays.at(spec.output));
+  const ArraySpec* os = nullptr;
+  for (const auto& a : spec.arrays)
+    if (a.name == spec.output) os = &a;
+  t.output.resize(os->bytes());
+  gs::detail::array_read(out, t.output.data(), t.output.size());
+  return t;
+}
+
+// ---- the plain CUDA program ---------------------------------------------------------------
+
+// The kernel body with an entry that launches it directly: views over whole arrays.
+std::string baseline_cubin(const KernelSpec& k, int arch) {
+  auto params = annotation::parse_signature(k.source, k.function);
+  std::string s = "#include <gridspan/device/kernel.hpp>\n" + k.source + "\n";
+  s += "extern \"C\" __global__ void gs_baseline(";
+  for (std::size_t i = 0; i < params.size(); ++i)
+    s += fmt::format("{}{} p{}", i ? ", " : "",
+                     params[i].is_array ? "GsArrayArg" : dtype_cpp_name(params[i].dtype), i);
+  s += ") {\n  " + k.function + "(blockIdx";
+  for (std::size_t i = 0; i < params.size(); ++i)
+    s += params[i].is_array ? fmt::format(", {}::from_arg(p{}, {}, nullptr)",
+                                          backend::jit::view_type(params[i]), i, i)
+                            : fmt::format(", p{}", i);
+  s += ");\n}\n";
+  return cuda::compile_program(s, "baseline_" + k.function, arch, "");
+}
+
+void ck(CUresult r, const char* what) {
+  cuda::check(r, what, "GPU 0 (baseline)");
+}
+
+class Direct {
+ public:
+  Direct() {
+    std::string why;
+    api_ = cuda::driver(why);
+    if (!api_) throw Error("bench: no GPU: " + why);
+    ck(api_->cuDeviceGet(&device_, 0), "cuDeviceGet");
+    ck(api_->cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
+    ck(api_->cuCtxSetCurrent(context_), "cuCtxSetCurrent");
+    ck(api_->cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    int major = 0, minor = 0;
+    api_->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_);
+    api_->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_);
+    arch_ = major * 10 + minor;
+  }
+  ~Direct() {
+    api_->cuCtxSetCurrent(context_);
+    for (auto& [k, m] : modules_) api_->cuModuleUnload(m);
+    api_->cuStreamDestroy(stream_);
+    api_->cuDevicePrimaryCtxRelease(device_);
+  }
+  const cuda::DriverApi& api() const { return *api_; }
+  CUstream stream() const { return stream_; }
+
+  CUfunction function(const KernelSpec& k) {
+    auto it = modules_.find(k.function);
+    if (it == modules_.end()) {
+      const std::string cubin = baseline_cubin(k, arch_);
+      CUmodule m = nullptr;
+      ck(api_->cuModuleLoadData(&m, cubin.data()), "cuModuleLoadData");
+      it = modules_.emplace(k.function, m).first;
+    }
+    CUfunction f = nullptr;
+    ck(api_->cuModuleGetFunction(&f, it->second, "gs_baseline"), "cuModuleGetFunction");
+    return f;
+  }
+
+  // Bandwidths measured now: device-to-device copy (bytes read + written) and pinned
+  // host -> device, in bytes per second.
+  std::pair<double, double> bandwidths() {
+    const std::size_t n = std::size_t(1) << 30;
+    CUdeviceptr a = 0, b = 0;
+    void* h = nullptr;
+    ck(api_->cuMemAlloc(&a, n), "cuMemAlloc");
+    ck(api_->cuMemAlloc(&b, n), "cuMemAlloc");
+    ck(api_->cuMemHostAlloc(&h, n, 0), "cuMemHostAlloc");
+    auto time = [&](auto f) {
+      f();
+      api_->cuStreamSynchronize(stream_);
+      auto t0 = Clock::now();
+      for (int i = 0; i < 5; ++i) f();
+      api_->cuStreamSynchronize(stream_);
+      return seconds(t0, Clock::now()) / 5;
+    };
+    double d2d = 2.0 * double(n) / time([&] { api_->cuMemcpyAsync(b, a, n, stream_); });
+    double h2d = double(n) / time([&] { api_->cuMemcpyHtoDAsync(a, h, n, stream_); });
+    api_->cuMemFree(a);
+    api_->cuMemFree(b);
+    api_->cuMemFreeHost(h);
+    return {d2d, h2d};
+  }
+
+ private:
+  const cuda::DriverApi* api_ = nullptr;
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+  CUstream stream_ = nullptr;
+  int arch_ = 0;
+  std::map<std::string, CUmodule> modules_;
+};
+
+Timing run_baseline(Direct& gpu, const Spec& spec, int runs) {
+  const auto& api = gpu.api();
+  std::map<std::string, CUdeviceptr> ptr;
+  std::map<std::string, const ArraySpec*> info;
+  for (const auto& a : spec.arrays) {
+    CUdeviceptr p = 0;
+    ck(api.cuMemAlloc(&p, std::max<std::size_t>(a.bytes(), 1)), "cuMemAlloc");
+    if (!a.init.empty()) {
+      ck(api.cuMemcpyHtoDAsync(p, a.init.data(), a.init.size(), gpu.stream()), "cuMemcpyHtoD");
+      ck(api.cuStreamSynchronize(gpu.stream()), "cuStreamSynchronize");
+    }
+    ptr[a.name] = p;
+    info[a.name] = &a;
+  }
+  std::map<std::string, const KernelSpec*> kspec;
+  std::map<std::string, CUfunction> fn;
+  for (const auto& k : spec.kernels) {
+    kspec[k.function] = &k;
+    fn[k.function] = gpu.function(k);
+  }
+  auto run_once = [&] {
+    for (const auto& s : spec.steps) {
+      if (s.kernel.empty()) {
+        std::swap(ptr.at(s.swap_a), ptr.at(s.swap_b));
+        std::swap(info.at(s.swap_a), info.at(s.swap_b));
+        continue;
+      }
+      const KernelSpec& k = *kspec.at(s.kernel);
+      auto params = annotation::parse_signature(k.source, k.function);
+      std::vector<GsArrayArg> arrays(s.args.size());
+      std::vector<unsigned char> scalars(s.args.size() * 8);
+      std::vector<void*> p(s.args.size());
+      for (std::size_t i = 0; i < s.args.size(); ++i) {
+        if (auto* name = std::get_if<std::string>(&s.args[i])) {
+          const ArraySpec& a = *info.at(*name);
+          GsArrayArg& g = arrays[i];
+          std::memset(&g, 0, sizeof g);
+          g.data = reinterpret_cast<void*>(ptr.at(*name));
+          g.rank = a.shape.rank();
+          g.elem_size = int32_t(dtype_size(a.dtype));
+          for (int ax = 0; ax < 3; ++ax) {
+            g.extent[ax] = a.shape.get(ax);
+            g.region_hi[ax] = a.shape.get(ax);
+          }
+          g.mode = GS_READWRITE;
+          if (auto r = k.reduce_fill.find(params[i].name); r != k.reduce_fill.end()) {
+            g.mode = GS_REDUCE;
+            g.op = r->second.op;
+            ck(api.cuMemsetD8Async(ptr.at(*name), r->second.fill, a.bytes(), gpu.stream()),
+               "cuMemsetD8Async");
+          }
+          p[i] = &g;
+        } else {
+          std::visit(
+              [&](const auto& v) {
+                using V = std::decay_t<decltype(v)>;
+                if constexpr (!std::is_same_v<V, std::string>) {
+                  std::memcpy(&scalars[i * 8], &v, sizeof v);
+                  p[i] = &scalars[i * 8];
+                }
+              },
+              s.args[i]);
+        }
+      }
+      unsigned grid[3], block[3];
+      for (int ax = 0; ax < 3; ++ax) {
+        block[ax] = unsigned(s.block.get(ax));
+        grid[ax] = unsigned((s.threads.get(ax) + s.block.get(ax) - 1) / s.block.get(ax));
+      }
+      ck(api.cuLaunchKernel(fn.at(s.kernel), grid[0], grid[1], grid[2], block[0], block[1],
+                            block[2], 0, gpu.stream(), p.data(), nullptr),
+         "cuLaunchKernel");
+    }
+  };
+  run_once();
+  ck(api.cuStreamSynchronize(gpu.stream()), "warm-up");
+  Timing t;
+  for (int r = 0; r < runs; ++r) {
+    auto t0 = Clock::now();
+    run_once();
+    ck(api.cuStreamSynchronize(gpu.stream()), "a run");
+    t.runs.push_back(seconds(t0, Clock::now()));
+  }
+  t.output.resize(info.at(spec.output)->bytes());
+  ck(api.cuMemcpyDtoHAsync(t.output.data(), ptr.at(spec.output), t.output.size(), gpu.stream()),
+     "cuMemcpyDtoH");
+  ck(api.cuStreamSynchronize(gpu.stream()), "cuStreamSynchronize");
+  for (auto& [n, p] : ptr) api.cuMemFree(p);
+  return t;
+}
+
+// "equal", or what differs.
+std::string compare(const Spec& spec, const std::vector<unsigned char>& got,
+                    const std::vector<unsigned char>& want) {
+  if (got.size() != want.size()) return "sizes differ";
+  if (spec.tolerance == 0)
+    return got == want ? "equal" : fmt::format("{} bytes differ", [&] {
+      std::size_t d = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) d += got[i] != want[i];
+      return d;
+    }());
+  const std::size_t n = got.size() / 4;
+  double err = 0, scale = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    float a, b;
+    std::memcpy(&a, &got[i * 4], 4);
+    std::memcpy(&b, &want[i * 4], 4);
+    err = std::max(err, double(std::fabs(a - b)));
+    scale = std::max(scale, double(std::fabs(b)));
+  }
+  return err <= spec.tolerance * std::max(scale, 1e-30)
+             ? fmt::format("within {:.0e} (max diff {:.1e})", spec.tolerance, err)
+             : fmt::format("DIFFERENT (max diff {:.2e} of {:.2e})", err, scale);
+}
+
+std::vector<int> parse_ints(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(std::stoi(item));
+  return out;
+}
+
+}  // namespace
+}  // namespace gridspan::bench
+
+int main(int argc, char** argv) {
+  using namespace gridspan::bench;
+  CLI::App app{"gridspan's paper benchmarks against plain CUDA"};
+  std::string which = "all", sizes = "0", gpus = "1,2", json_path;
+  int runs = 5;
+  bool ooc = false;
+  app.add_option("--bench", which, "comma-separated benchmarks, or all");
+  app.add_option("--sizes", sizes, "size steps (0 = smallest; each step doubles the data)");
+  app.add_option("--gpus", gpus, "GPU counts for gridspan");
+  app.add_option("--runs", runs, "timed runs (after one warm-up)");
+  app.add_flag("--out-of-core", ooc, "also run on 1 GPU with device memory at half the data");
+  app.add_option("--json", json_path, "write every figure here");
+  bool dry = false;
+  app.add_flag("--dry-run", dry, "only parse every kernel's signature and annotation");
+  CLI11_PARSE(app, argc, argv);
+  if (dry) {
+    try {
+      for (const auto& name : benchmark_names())
+        for (const auto& k : make_spec(name, 0, 1).kernels) {
+          auto params = gridspan::annotation::parse_signature(k.source, k.function);
+          auto a = gridspan::annotation::Annotation::parse(k.annotation, params, {});
+          a.validate(params);
+          gridspan::backend::KernelSource src;
+          src.name = k.function;
+          src.source = k.source;
+          src.params = params;
+          gridspan::backend::cuda::compile_cubin(src, 90, "");  // NVRTC only, no GPU
+          baseline_cubin(k, 90);
+          fmt::print("{}: {} parameters, annotation ok, compiles for sm_90\n", k.function,
+                     params.size());
+        }
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "bench_paper: {}\n", e.what());
+      return 1;
+    }
+    return 0;
+  }
+  try {
+    std::vector<std::string> names;
+    if (which == "all") {
+      names = benchmark_names();
+    } else {
+      std::stringstream ss(which);
+      for (std::string n; std::getline(ss, n, ',');) names.push_back(n);
+    }
+    Direct gpu;
+    auto [d2d, h2d] = gpu.bandwidths();
+    fmt::print("device-to-device copy {:.0f} GB/s, pinned host->device {:.1f} GB/s\n", d2d / 1e9,
+               h2d / 1e9);
+    nlohmann::json out = {{"d2d_bytes_per_s", d2d}, {"h2d_bytes_per_s", h2d}, {"results", {}}};
+    fmt::print("{:<12} {:<22} {:>9} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9}  {}\n", "bench", "size",
+               "data", "cuda s", "gs1 s", "gs2 s", "overhead", "speedup", "ooc loss", "check");
+    for (const auto& name : names) {
+      for (int s : parse_ints(sizes)) {
+        Spec spec = make_spec(name, s, 1234 + uint64_t(s));
+        nlohmann::json row = {{"bench", name},
+                              {"size", spec.size_label},
+                              {"items", spec.items},
+                              {"bytes", spec.bytes()},
+                              {"unit", spec.unit}};
+        Timing base = run_baseline(gpu, spec, runs);
+        row["cuda_s"] = base.runs;
+        std::string check = "equal";
+        std::map<int, double> gs_time;
+        for (int g : parse_ints(gpus)) {
+          Timing t = run_gridspan(spec, g, 0, runs);
+          gs_time[g] = t.mean();
+          row[fmt::format("gridspan_{}gpu_s", g)] = t.runs;
+          std::string c = compare(spec, t.output, base.output);
+          if (c.rfind("DIFFERENT", 0) == 0 || c.find("bytes differ") != std::string::npos ||
+              c == "sizes differ")
+            check = fmt::format("{} GPU: {}", g, c);
+          else if (check == "equal")
+            check = c;
+        }
+        double loss = NAN;
+        if (ooc) {
+          Timing t = run_gridspan(spec, 1, spec.bytes() / 2, runs);
+          row["ooc_1gpu_s"] = t.runs;
+          row["ooc_moved_bytes"] = t.moved_bytes;
+          loss = 1.0 - gs_time[1] / t.mean();
+          std::string c = compare(spec, t.output, base.output);
+          if (c.rfind("DIFFERENT", 0) == 0 || c.find("bytes differ") != std::string::npos)
+            check = "out-of-core: " + c;
+        }
+        row["check"] = check;
+        const double overhead = gs_time.count(1) ? gs_time[1] / base.mean() - 1.0 : NAN;
+        const double speedup = gs_time.count(1) && gs_time.count(2) ? gs_time[1] / gs_time[2] : NAN;
+        fmt::print(
+            "{:<12} {:<22} {:>7.2f}GB {:>10.5f} {:>10.5f} {:>10.5f} {:>8.2f}% {:>7.2f}x {:>8.1f}%  "
+            "{}\n",
+            name, spec.size_label, double(spec.bytes()) / 1e9, base.mean(),
+            gs_time.count(1) ? gs_time[1] : NAN, gs_time.count(2) ? gs_time[2] : NAN,
+            100 * overhead, speedup, 100 * loss, check);
+        std::fflush(stdout);
+        out["results"].push_back(row);
+        if (!json_path.empty()) std::ofstream(json_path) << out.dump(1);
+      }
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "bench_paper: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

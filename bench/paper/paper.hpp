@@ -1,0 +1,83 @@
+// The paper's benchmarks as data: arrays, kernels and the launches of one run. One harness
+// runs a spec on gridspan (any number of GPUs, any device memory limit) and as a plain
+// single-GPU CUDA program (the same kernel bodies, each launched once over its whole grid
+// through the driver API, arrays in one cudaMalloc each), then compares the outputs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "gridspan/gridspan.hpp"
+
+namespace gridspan::bench {
+
+namespace gs = gridspan;
+
+struct ArraySpec {
+  std::string name;
+  DType dtype = DType::f32;
+  gs::Dim shape;
+  /// The array's distribution for `devices` devices.
+  std::function<gs::DataDistribution(int devices)> dist;
+  std::vector<unsigned char> init;  // host data (row-major); empty: left uninitialised
+  std::size_t bytes() const { return std::size_t(shape.volume()) * dtype_size(dtype); }
+};
+
+struct KernelSpec {
+  std::string function;
+  std::string source;
+  std::string annotation;
+  /// Parameters combined with reduce(op): the baseline fills them with `fill` bytes before
+  /// each launch (0 for +, 0xFF for min over unsigned integers) and combines with `op`.
+  struct Reduce {
+    unsigned char fill;
+    GsReduceOp op;
+  };
+  std::map<std::string, Reduce> reduce_fill;
+};
+
+using Arg = std::variant<std::string, int32_t, int64_t, float>;  // an array by name, or a scalar
+
+struct Step {
+  std::string kernel;  // empty: swap arrays `swap_a` and `swap_b`
+  gs::Dim threads, block;
+  std::function<gs::WorkDistribution(int devices)> work;
+  std::vector<Arg> args;
+  std::string swap_a, swap_b;
+};
+
+struct Spec {
+  std::string name;
+  std::string size_label;  // "n=1048576"
+  double items = 0;        // n, for throughput = items / second
+  std::string unit;        // "options/s"
+  std::vector<KernelSpec> kernels;
+  std::vector<ArraySpec> arrays;
+  std::vector<Step> steps;  // one run
+  std::string output;       // the array compared between gridspan and the baseline
+  double tolerance = 0;     // relative, for float outputs; 0: bitwise equal
+  bool compute_bound = false;
+  std::size_t bytes() const {
+    std::size_t b = 0;
+    for (const auto& a : arrays) b += a.bytes();
+    return b;
+  }
+};
+
+/// The benchmarks at size step `s` (0 = smallest; each step doubles the data).
+std::vector<std::string> benchmark_names();
+Spec make_spec(const std::string& name, int s, uint64_t seed);
+
+template <class T>
+std::vector<unsigned char> bytes_of(const std::vector<T>& v) {
+  std::vector<unsigned char> b(v.size() * sizeof(T));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+}  // namespace gridspan::bench
