@@ -19,9 +19,11 @@ std::vector<T> uniform(std::size_t n, std::mt19937_64& g, double lo, double hi) 
   return v;
 }
 
-// Chunks of about 1/devices of `n` along axis 0, rounded up to `align`.
+// Chunks of about 1/(4 devices) of `n` along axis 0, rounded up to `align`: four per
+// device, so that a run with half of the data in device memory can stream them.
 int64_t share(int64_t n, int devices, int64_t align) {
-  int64_t per = (n + devices - 1) / devices;
+  const int64_t pieces = 4 * int64_t(devices);
+  int64_t per = (n + pieces - 1) / pieces;
   return std::max<int64_t>(align, (per + align - 1) / align * align);
 }
 
