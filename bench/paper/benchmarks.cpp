@@ -351,7 +351,9 @@ Spec kmeans(int s, std::mt19937_64& g) {
   p.unit = "points/s";
   p.items = double(n) * 5;
   p.compute_bound = true;
-  p.tolerance = 1e-4;  // float sums in shared-memory atomics: the order varies run to run
+  // Float sums through shared-memory atomics: their order varies run to run, and a point
+  // near two centres may switch between them.
+  p.tolerance = 1e-3;
   p.kernels = {{"kmeans_assign",
                 kKmeans,
                 "global i => write label[i], reduce(+) sums[:, :], reduce(+) counts[:], "

@@ -183,9 +183,11 @@ class Direct {
     api_->cuDevicePrimaryCtxRelease(device_);
   }
   const cuda::DriverApi& api() const { return *api_; }
+  void bind() { ck(api_->cuCtxSetCurrent(context_), "cuCtxSetCurrent"); }
   CUstream stream() const { return stream_; }
 
   CUfunction function(const KernelSpec& k) {
+    bind();
     auto it = modules_.find(k.function);
     if (it == modules_.end()) {
       const std::string cubin = baseline_cubin(k, arch_);
@@ -234,6 +236,7 @@ class Direct {
 
 Timing run_baseline(Direct& gpu, const Spec& spec, int runs) {
   const auto& api = gpu.api();
+  gpu.bind();
   std::map<std::string, CUdeviceptr> ptr;
   std::map<std::string, const ArraySpec*> info;
   for (const auto& a : spec.arrays) {

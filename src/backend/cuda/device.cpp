@@ -23,7 +23,10 @@ struct Current {
   std::string* label = nullptr;
 };
 thread_local Current t_current;
-thread_local CUcontext t_bound = nullptr;
+// The device whose context this thread made current, by id: a primary context released and
+// retained again may come back under the same handle, so handles cannot tell.
+thread_local uint64_t t_bound = 0;
+std::atomic<uint64_t> g_next_id{1};
 
 // The region as up to three axes (outermost first) with offsets and strides in both boxes.
 GsBox make_box(const Rect& dst_rect, const Rect& src_rect, const Rect& region) {
@@ -111,7 +114,7 @@ const char* op_tag(annotation::ReduceOp op) {
 
 CudaDevice::CudaDevice(const DriverApi& api, int index, int ordinal, std::size_t budget,
                        int streams)
-    : api_(api), index_(index), ordinal_(ordinal) {
+    : api_(api), id_(g_next_id.fetch_add(1)), index_(index), ordinal_(ordinal) {
   const std::string where = fmt::format("GPU {}", ordinal);
   check(api_.cuDeviceGet(&device_, ordinal), "cuDeviceGet", where);
   char name[256] = {};
@@ -161,13 +164,16 @@ CudaDevice::~CudaDevice() {
   api_.cuStreamDestroy(from_host_);
   for (CUevent e : events_) api_.cuEventDestroy(e);
   if (builtins_) api_.cuModuleUnload(builtins_);
+  // This thread should not keep a context that may be gone once released.
+  api_.cuCtxSetCurrent(nullptr);
+  t_bound = 0;
   api_.cuDevicePrimaryCtxRelease(device_);
 }
 
 void CudaDevice::bind() const {
-  if (t_bound == context_) return;
+  if (t_bound == id_) return;
   check(api_.cuCtxSetCurrent(context_), "cuCtxSetCurrent", name_);
-  t_bound = context_;
+  t_bound = id_;
 }
 
 void* CudaDevice::allocate(std::size_t bytes) {

@@ -88,6 +88,7 @@ class CudaDevice final : public Device {
   CUfunction builtin(const std::string& name) const;
 
   const DriverApi& api_;
+  uint64_t id_;  // unique in the process
   int index_, ordinal_;
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;
