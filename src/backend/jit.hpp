@@ -8,11 +8,22 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gridspan/annotation/signature.hpp"
 #include "gridspan/backend/device.hpp"
 
 namespace gridspan::backend::jit {
+
+struct Identifier {
+  std::string_view text;
+  int line;
+};
+/// Every identifier of `source` outside comments, string and character literals, with its
+/// line (1-based). Numbers are skipped whole, so `1'000` and `0x1fULL` are not identifiers.
+std::vector<Identifier> identifiers(std::string_view source);
+/// True when `source` uses the identifier `name` (outside comments and literals).
+bool uses_identifier(std::string_view source, std::string_view name);
 
 /// The user's file name as a #line directive takes it.
 std::string file_name(const KernelSource& k);

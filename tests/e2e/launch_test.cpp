@@ -299,3 +299,30 @@ TEST(Launch, NativeFunctionRunsPerSuperblock) {
 
 }  // namespace
 }  // namespace gridspan::test
+
+namespace gridspan::test {
+namespace {
+
+// A superblock with more blocks along y than a CUDA grid may have (65535): on a GPU the
+// wrapper loops over them; every element is written once, with its global index.
+TEST(Launch, SuperblockLargerThanAHardwareGrid) {
+  gs::Context ctx(config(1));
+  const char* src = R"(
+__device__ void index2d(dim3 blockIdx, int rows, int cols, gridspan::Matrix<int> out) {
+  int j = blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y * blockDim.y + threadIdx.y;
+  if (i < rows && j < cols) out(i, j) = i * 4 + j + gridDim.y - gridDim.y;
+}
+)";
+  auto k = ctx.compile(
+      gs::KernelDef::from_source(src, "index2d").annotate("global [j, i] => write out[i, j]"));
+  const int rows = 70001, cols = 3;
+  auto out = ctx.full<int>({rows, cols}, poison<int>(), gs::dist::rows(rows));
+  k.launch({cols, rows}, {4, 1}, gs::work::tiles({4, rows}), rows, cols, out);
+  auto r = out.to_vector();
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j)
+      ASSERT_EQ(r[std::size_t(i) * cols + j], i * 4 + j) << i << "," << j;
+}
+
+}  // namespace
+}  // namespace gridspan::test

@@ -100,6 +100,7 @@ typedef struct GsBox {
 } GsBox;
 
 #define GRIDSPAN_CUDA_ENTRY_NAME "gridspan_entry_v1"
+#define GRIDSPAN_CUDA_LOOP_ENTRY_NAME "gridspan_entry_loop_v1"
 
 #ifdef __cplusplus
 }

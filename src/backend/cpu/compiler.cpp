@@ -45,65 +45,6 @@ std::atomic<long> g_compiler_invocations{0};
 
 // ---- scanning the user's source ----------------------------------------------------------
 
-struct Identifier {
-  std::string_view text;
-  int line;
-};
-
-// Every identifier of `source` outside comments, string and character literals, with its
-// line (1-based). Numbers are skipped whole, so `1'000` and `0x1fULL` are not identifiers.
-std::vector<Identifier> identifiers(std::string_view s) {
-  std::vector<Identifier> out;
-  int line = 1;
-  auto ident_start = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; };
-  auto ident_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const char c = s[i];
-    if (c == '\n') {
-      ++line;
-      ++i;
-    } else if (c == '/' && i + 1 < s.size() && s[i + 1] == '/') {
-      while (i < s.size() && s[i] != '\n') ++i;
-    } else if (c == '/' && i + 1 < s.size() && s[i + 1] == '*') {
-      i += 2;
-      while (i < s.size() && !(s[i] == '*' && i + 1 < s.size() && s[i + 1] == '/')) {
-        if (s[i] == '\n') ++line;
-        ++i;
-      }
-      i += 2;
-    } else if (c == '"' || c == '\'') {
-      ++i;
-      while (i < s.size() && s[i] != c && s[i] != '\n') {
-        if (s[i] == '\\' && i + 1 < s.size()) ++i;
-        ++i;
-      }
-      ++i;
-    } else if (std::isdigit(static_cast<unsigned char>(c))) {
-      while (i < s.size() && (ident_char(s[i]) || s[i] == '.' || s[i] == '\'')) ++i;
-    } else if (ident_start(c)) {
-      const std::size_t start = i;
-      while (i < s.size() && ident_char(s[i])) ++i;
-      std::string_view word = s.substr(start, i - start);
-      if (i < s.size() && s[i] == '"' && !word.empty() && word.back() == 'R') {
-        // A raw string literal R"delim( ... )delim".
-        const std::size_t open = s.find('(', i);
-        if (open == std::string_view::npos) break;
-        const std::string close = ")" + std::string(s.substr(i + 1, open - i - 1)) + "\"";
-        const std::size_t end = s.find(close, open);
-        const std::size_t stop = end == std::string_view::npos ? s.size() : end + close.size();
-        for (std::size_t k = i; k < stop; ++k) line += s[k] == '\n';
-        i = stop;
-        continue;
-      }
-      out.push_back({word, line});
-    } else {
-      ++i;
-    }
-  }
-  return out;
-}
-
 // CUDA features the cpu backend does not provide yet; a kernel using one is rejected with
 // a message that says so (instead of an "undeclared identifier" from the compiler).
 const std::set<std::string_view>& warp_intrinsics() {
@@ -281,9 +222,7 @@ long compiler_invocations() {
 }  // namespace detail
 
 bool uses_barrier(const std::string& source) {
-  for (const auto& id : identifiers(source))
-    if (id.text == "__syncthreads") return true;
-  return false;
+  return uses_identifier(source, "__syncthreads");
 }
 
 std::string generate_wrapper(const KernelSource& k) {

@@ -23,6 +23,7 @@ class CudaKernel final : public CompiledKernel {
       : api_(api), name_(std::move(name)), devices_(std::move(devices)) {
     modules_.resize(devices_.size());
     functions_.resize(devices_.size());
+    loop_functions_.resize(devices_.size());
     max_threads_.resize(devices_.size());
   }
   ~CudaKernel() override {
@@ -40,8 +41,12 @@ class CudaKernel final : public CompiledKernel {
           fmt::format("loading kernel `{}`", name_).c_str(), dev.name());
     check(api_.cuModuleGetFunction(&functions_[d], modules_[d], GRIDSPAN_CUDA_ENTRY_NAME),
           "cuModuleGetFunction", dev.name());
-    api_.cuFuncGetAttribute(&max_threads_[d], CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-                            functions_[d]);
+    check(api_.cuModuleGetFunction(&loop_functions_[d], modules_[d], GRIDSPAN_CUDA_LOOP_ENTRY_NAME),
+          "cuModuleGetFunction", dev.name());
+    int a = 0, b = 0;
+    api_.cuFuncGetAttribute(&a, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, functions_[d]);
+    api_.cuFuncGetAttribute(&b, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, loop_functions_[d]);
+    max_threads_[d] = std::min(a, b);
   }
 
   void run(const GsLaunch& launch, Device& device) const override {
@@ -50,6 +55,7 @@ class CudaKernel final : public CompiledKernel {
     GsCudaHeader h{};
     unsigned grid[3], block[3];
     int64_t threads = 1;
+    bool loop = false;
     for (int ax = 0; ax < 3; ++ax) {
       h.block_lo[ax] = launch.block_lo[ax];
       h.blocks[ax] = launch.block_hi[ax] - launch.block_lo[ax];
@@ -57,6 +63,7 @@ class CudaKernel final : public CompiledKernel {
       if (h.blocks[ax] <= 0) return;  // an empty superblock
       const int64_t limit = ax == 0 ? 0x7FFFFFFF : 65535;
       grid[ax] = static_cast<unsigned>(std::min<int64_t>(h.blocks[ax], limit));
+      loop = loop || h.blocks[ax] > limit;
       block[ax] = launch.block_dim[ax];
       threads *= launch.block_dim[ax];
     }
@@ -75,7 +82,7 @@ class CudaKernel final : public CompiledKernel {
     for (std::size_t p = 0; p < n; ++p)
       params[p + 1] = launch.scalars[p] ? const_cast<void*>(launch.scalars[p])
                                         : const_cast<GsArrayArg*>(&launch.arrays[p]);
-    dev.launch(functions_[d], grid, block, params,
+    dev.launch(loop ? loop_functions_[d] : functions_[d], grid, block, params,
                fmt::format("kernel `{}` on the superblock of blocks [{}..{}) x [{}..{}) x [{}..{})",
                            name_, h.block_lo[0], launch.block_hi[0], h.block_lo[1],
                            launch.block_hi[1], h.block_lo[2], launch.block_hi[2]));
@@ -86,7 +93,7 @@ class CudaKernel final : public CompiledKernel {
   std::string name_;
   std::vector<CudaDevice*> devices_;
   std::vector<CUmodule> modules_;
-  std::vector<CUfunction> functions_;
+  std::vector<CUfunction> functions_, loop_functions_;
   std::vector<int> max_threads_;
 };
 
