@@ -1,6 +1,7 @@
 // The paper's eight benchmarks (Lightning, section 6) as specs: kernels written from the
 // algorithms (SHOC MD5 and SpMV, CUDA samples N-Body and Black-Scholes, Rodinia K-Means and
 // HotSpot, a radio-astronomy correlator, a tiled GEMM). Step s doubles the data of step s-1.
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -389,10 +390,330 @@ Spec kmeans(int s, std::mt19937_64& g) {
   return p;
 }
 
+// ---- MD5 (SHOC md5hash: brute-force search of a key space) -----------------------------
+// Key k is the 8 bytes of k (little endian); each thread hashes 16 keys and reports a key
+// whose digest is the target through reduce(min).
+const char* kMd5 = R"(
+__constant__ unsigned int md5_k[64] = {
+    0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613, 0xfd469501,
+    0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193, 0xa679438e, 0x49b40821,
+    0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d, 0x02441453, 0xd8a1e681, 0xe7d3fbc8,
+    0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed, 0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a,
+    0xfffa3942, 0x8771f681, 0x6d9d6122, 0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70,
+    0x289b7ec6, 0xeaa127fa, 0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665,
+    0xf4292244, 0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
+    0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb, 0xeb86d391};
+__device__ inline unsigned int rotl(unsigned int x, int c) { return (x << c) | (x >> (32 - c)); }
+__device__ void md5_key(unsigned long long key, unsigned int h[4]) {
+  const int r[16] = {7, 12, 17, 22, 5, 9, 14, 20, 4, 11, 16, 23, 6, 10, 15, 21};
+  unsigned int m[16] = {(unsigned int)key, (unsigned int)(key >> 32), 0x80u, 0, 0, 0, 0, 0,
+                        0, 0, 0, 0, 0, 0, 64u, 0};
+  unsigned int a = 0x67452301u, b = 0xefcdab89u, c = 0x98badcfeu, d = 0x10325476u;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    unsigned int f;
+    int g;
+    if (i < 16) f = (b & c) | (~b & d), g = i;
+    else if (i < 32) f = (d & b) | (~d & c), g = (5 * i + 1) % 16;
+    else if (i < 48) f = b ^ c ^ d, g = (3 * i + 5) % 16;
+    else f = c ^ (b | ~d), g = (7 * i) % 16;
+    f += a + md5_k[i] + m[g];
+    a = d, d = c, c = b;
+    b += rotl(f, r[(i / 16) * 4 + i % 4]);
+  }
+  h[0] = 0x67452301u + a, h[1] = 0xefcdab89u + b, h[2] = 0x98badcfeu + c, h[3] = 0x10325476u + d;
+}
+__device__ void md5search(dim3 blockIdx, int64_t n, int t0, int t1, int t2, int t3,
+                          gridspan::Scalar<unsigned int> found) {
+  const int64_t first = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 16;
+  for (int64_t key = first; key < first + 16 && key < n; ++key) {
+    unsigned int h[4];
+    md5_key((unsigned long long)key, h);
+    if (h[0] == (unsigned int)t0 && h[1] == (unsigned int)t1 && h[2] == (unsigned int)t2 &&
+        h[3] == (unsigned int)t3)
+      found.reduce((unsigned int)key);
+  }
+}
+)";
+
+// The same digest on the host, to pick the target.
+std::array<uint32_t, 4> md5_host(uint64_t key) {
+  static const uint32_t k[64] = {
+      0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613,
+      0xfd469501, 0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193,
+      0xa679438e, 0x49b40821, 0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d,
+      0x02441453, 0xd8a1e681, 0xe7d3fbc8, 0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed,
+      0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a, 0xfffa3942, 0x8771f681, 0x6d9d6122,
+      0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70, 0x289b7ec6, 0xeaa127fa,
+      0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665, 0xf4292244,
+      0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
+      0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb,
+      0xeb86d391};
+  static const int r[16] = {7, 12, 17, 22, 5, 9, 14, 20, 4, 11, 16, 23, 6, 10, 15, 21};
+  const uint32_t m[16] = {
+      uint32_t(key), uint32_t(key >> 32), 0x80u, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 64u, 0};
+  uint32_t a = 0x67452301u, b = 0xefcdab89u, c = 0x98badcfeu, d = 0x10325476u;
+  for (int i = 0; i < 64; ++i) {
+    uint32_t f;
+    int g;
+    if (i < 16)
+      f = (b & c) | (~b & d), g = i;
+    else if (i < 32)
+      f = (d & b) | (~d & c), g = (5 * i + 1) % 16;
+    else if (i < 48)
+      f = b ^ c ^ d, g = (3 * i + 5) % 16;
+    else
+      f = c ^ (b | ~d), g = (7 * i) % 16;
+    f += a + k[i] + m[g];
+    a = d, d = c, c = b;
+    const int sh = r[(i / 16) * 4 + i % 4];
+    b += (f << sh) | (f >> (32 - sh));
+  }
+  return {0x67452301u + a, 0xefcdab89u + b, 0x98badcfeu + c, 0x10325476u + d};
+}
+
+Spec md5(int s, std::mt19937_64& g) {
+  const int64_t n = (int64_t(1) << 32) >> 3 << s;  // 2^29 keys at s = 0; no data to speak of
+  const int64_t target = std::uniform_int_distribution<int64_t>(0, n - 1)(g);
+  const auto h = md5_host(uint64_t(target));
+  Spec p;
+  p.name = "md5";
+  p.size_label = fmt::format("keys={}", n);
+  p.unit = "keys/s";
+  p.items = double(n);
+  p.compute_bound = true;
+  p.kernels = {{"md5search", kMd5, "global i => reduce(min) found", {{"found", {0xFF, GS_MIN}}}}};
+  p.arrays = {{"found", DType::u32, gs::Dim{}, [](int) { return gs::dist::replicated(); }, {}}};
+  const int64_t threads = (n + 15) / 16;
+  p.steps.push_back(
+      {"md5search",
+       dim1(threads),
+       dim1(256),
+       [threads](int d) { return gs::work::tiles(dim1(share(threads, d, 256))); },
+       {n, int32_t(h[0]), int32_t(h[1]), int32_t(h[2]), int32_t(h[3]), std::string("found")}});
+  p.output = "found";
+  p.expected = bytes_of(std::vector<uint32_t>{uint32_t(target)});
+  return p;
+}
+
+// ---- Correlator (radio astronomy: 256 antennas, a 3-D grid of channel x antenna pairs) ----
+// samples[c][t][2a + {0, 1}] are complex voltages; vis[c][i][2j + {0, 1}] = sum over t of
+// x_i(t) * conj(x_j(t)) for j >= i (zero below the diagonal).
+const char* kCorrelator = R"(
+__device__ void correlate(dim3 blockIdx, int antennas, int times, gridspan::Tensor<float> vis,
+                          const gridspan::Tensor<float> samples) {
+  int j = blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y * blockDim.y + threadIdx.y;
+  int c = blockIdx.z;
+  if (i >= antennas || j >= antennas) return;
+  float re = 0.0f, im = 0.0f;
+  if (j >= i) {
+    for (int t = 0; t < times; ++t) {
+      float xr = samples(c, t, 2 * i), xi = samples(c, t, 2 * i + 1);
+      float yr = samples(c, t, 2 * j), yi = samples(c, t, 2 * j + 1);
+      re += xr * yr + xi * yi;
+      im += xi * yr - xr * yi;
+    }
+  }
+  vis(c, i, 2 * j) = re;
+  vis(c, i, 2 * j + 1) = im;
+}
+)";
+
+Spec correlator(int s, std::mt19937_64& g) {
+  const int64_t antennas = 256, times = 1024, channels = int64_t(64) << s;  // 0.6 GB at s = 0
+  Spec p;
+  p.name = "correlator";
+  p.size_label = fmt::format("channels={}", channels);
+  p.unit = "complex MAC/s";
+  p.items = double(channels) * double(antennas * (antennas + 1) / 2) * double(times);
+  p.compute_bound = true;
+  p.kernels = {{"correlate",
+                kCorrelator,
+                "global [j, i, c] => write vis[c, i, 2*j:2*j+1], read samples[c, :, :]",
+                {}}};
+  auto by_channel = [channels](int d) {
+    return gs::dist::tiles(gs::Dim{share(channels, d, 1), times, 2 * antennas});
+  };
+  auto vis_by_channel = [channels](int d) {
+    return gs::dist::tiles(gs::Dim{share(channels, d, 1), antennas, 2 * antennas});
+  };
+  p.arrays = {{"samples", DType::f32, gs::Dim{channels, times, 2 * antennas}, by_channel,
+               bytes_of(uniform<float>(std::size_t(channels * times * 2 * antennas), g, -1, 1))},
+              {"vis", DType::f32, gs::Dim{channels, antennas, 2 * antennas}, vis_by_channel, {}}};
+  p.steps.push_back(
+      {"correlate",
+       gs::Dim{antennas, antennas, channels},
+       gs::Dim{16, 16, 1},
+       [channels](int d) {
+         return gs::work::tiles(gs::Dim{256, 256, share(channels, d, 1)});
+       },
+       {int32_t(antennas), int32_t(times), std::string("vis"), std::string("samples")}});
+  p.output = "vis";
+  return p;
+}
+
+// ---- Co-clustering (CGC: Bregman block-average co-clustering, Euclidean) ----------------
+// Rows and columns of z get k and l cluster labels. Each iteration: (1) the co-cluster sums
+// and counts (a reduction over every element), (2) every row's cost for each row cluster
+// (a reduction over the columns) and its new label, (3) every column's cost for each column
+// cluster (a reduction over the rows) and its new label.
+const char* kCocluster = R"(
+#define KR 8
+#define LC 8
+__device__ void cc_sums(dim3 blockIdx, int m, int n, gridspan::Matrix<float> s, gridspan::Matrix<float> cnt,
+                        const gridspan::Matrix<float> z, const gridspan::Vector<int> rl,
+                        const gridspan::Vector<int> cl) {
+  __shared__ float ps[KR * LC], pc[KR * LC];
+  const int t = threadIdx.y * blockDim.x + threadIdx.x;
+  if (t < KR * LC) ps[t] = 0.0f, pc[t] = 0.0f;
+  __syncthreads();
+  int j = blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y * blockDim.y + threadIdx.y;
+  if (i < m && j < n) {
+    atomicAdd(&ps[rl[i] * LC + cl[j]], z(i, j));
+    atomicAdd(&pc[rl[i] * LC + cl[j]], 1.0f);
+  }
+  __syncthreads();
+  if (t < KR * LC) s.reduce(t / LC, t % LC, ps[t]), cnt.reduce(t / LC, t % LC, pc[t]);
+}
+__device__ inline float cc_mean(const gridspan::Matrix<float>& s, const gridspan::Matrix<float>& cnt,
+                                int r, int c) {
+  float k = cnt(r, c);
+  return k > 0.0f ? s(r, c) / k : 0.0f;
+}
+__device__ void cc_rowcost(dim3 blockIdx, int m, int n, gridspan::Matrix<float> cost,
+                           const gridspan::Matrix<float> z, const gridspan::Vector<int> cl,
+                           const gridspan::Matrix<float> s, const gridspan::Matrix<float> cnt) {
+  __shared__ float mean[KR * LC];
+  const int t = threadIdx.y * blockDim.x + threadIdx.x;
+  if (t < KR * LC) mean[t] = cc_mean(s, cnt, t / LC, t % LC);
+  __syncthreads();
+  int j = blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y * blockDim.y + threadIdx.y;
+  const bool in = i < m && j < n;
+  const float v = in ? z(i, j) : 0.0f;
+  const int c = in ? cl[j] : 0;
+  for (int r = 0; r < KR; ++r) {  // a warp is 32 columns of one row
+    float d = in ? (v - mean[r * LC + c]) * (v - mean[r * LC + c]) : 0.0f;
+    for (int o = 16; o > 0; o /= 2) d += __shfl_down_sync(0xffffffffu, d, o);
+    if (threadIdx.x == 0 && i < m) cost.reduce(i, r, d);
+  }
+}
+__device__ void cc_colcost(dim3 blockIdx, int m, int n, gridspan::Matrix<float> cost,
+                           const gridspan::Matrix<float> z, const gridspan::Vector<int> rl,
+                           const gridspan::Matrix<float> s, const gridspan::Matrix<float> cnt) {
+  __shared__ float mean[KR * LC];
+  __shared__ float part[8][32];
+  const int t = threadIdx.y * blockDim.x + threadIdx.x;
+  if (t < KR * LC) mean[t] = cc_mean(s, cnt, t / LC, t % LC);
+  __syncthreads();
+  int j = blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y * blockDim.y + threadIdx.y;
+  const bool in = i < m && j < n;
+  const float v = in ? z(i, j) : 0.0f;
+  const int r = in ? rl[i] : 0;
+  for (int c = 0; c < LC; ++c) {  // a block is 8 rows of 32 columns
+    part[threadIdx.y][threadIdx.x] = in ? (v - mean[r * LC + c]) * (v - mean[r * LC + c]) : 0.0f;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < n) {
+      float sum = 0.0f;
+      for (int y = 0; y < 8; ++y) sum += part[y][threadIdx.x];
+      cost.reduce(j, c, sum);
+    }
+    __syncthreads();
+  }
+}
+__device__ void cc_assign(dim3 blockIdx, int count, int clusters, gridspan::Vector<int> label,
+                          const gridspan::Matrix<float> cost) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  int best = 0;
+  for (int r = 1; r < clusters; ++r)
+    if (cost(i, r) < cost(i, best)) best = r;
+  label[i] = best;
+}
+)";
+
+Spec cocluster(int s, std::mt19937_64& g) {
+  const int64_t n = 4096, m = int64_t(16384) << s;  // 256 MB at s = 0
+  Spec p;
+  p.name = "cocluster";
+  p.size_label = fmt::format("{}x{}", m, n);
+  p.unit = "elements/s";
+  p.items = double(m) * double(n) * 5;
+  p.tolerance = 1e-3;  // float sums combined in a varying order
+  const std::map<std::string, KernelSpec::Reduce> none;
+  p.kernels = {{"cc_sums",
+                kCocluster,
+                "global [j, i] => reduce(+) s[:, :], reduce(+) cnt[:, :], read z[i, j], read "
+                "rl[i], read cl[j]",
+                {{"s", {0, GS_ADD}}, {"cnt", {0, GS_ADD}}}},
+               {"cc_rowcost",
+                kCocluster,
+                "global [j, i] => reduce(+) cost[i, :], read z[i, j], read cl[j], read s[:, :], "
+                "read cnt[:, :]",
+                {{"cost", {0, GS_ADD}}}},
+               {"cc_colcost",
+                kCocluster,
+                "global [j, i] => reduce(+) cost[j, :], read z[i, j], read rl[i], read s[:, :], "
+                "read cnt[:, :]",
+                {{"cost", {0, GS_ADD}}}},
+               {"cc_assign", kCocluster, "global i => write label[i], read cost[i, :]", none}};
+  std::vector<float> z = uniform<float>(std::size_t(m * n), g, 0, 1);
+  // A planted block structure, so the clustering has something to find.
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) z[std::size_t(i * n + j)] += float((i % 8) * (j % 8)) / 16.0f;
+  std::vector<int32_t> rl(m), cl(n);
+  std::uniform_int_distribution<int> pick(0, 7);
+  for (auto& x : rl) x = pick(g);
+  for (auto& x : cl) x = pick(g);
+  auto rows = [m, n](int d) { return gs::dist::rows(share(m, d, 64)); };
+  auto vrows = [m](int d) { return gs::dist::rows(share(m, d, 64)); };
+  auto all = [](int) { return gs::dist::replicated(); };
+  p.arrays = {{"z", DType::f32, gs::Dim{m, n}, rows, bytes_of(z)},
+              {"rl", DType::i32, dim1(m), vrows, bytes_of(rl)},
+              {"cl", DType::i32, dim1(n), all, bytes_of(cl)},
+              {"s", DType::f32, gs::Dim{8, 8}, all, {}},
+              {"cnt", DType::f32, gs::Dim{8, 8}, all, {}},
+              {"rcost", DType::f32, gs::Dim{m, 8}, vrows, {}},
+              {"ccost", DType::f32, gs::Dim{n, 8}, all, {}}};
+  auto slabs = [m, n](int d) { return gs::work::tiles(gs::Dim{n, share(m, d, 64)}); };
+  for (int it = 0; it < 5; ++it) {
+    p.steps.push_back({"cc_sums",
+                       gs::Dim{n, m},
+                       gs::Dim{32, 8},
+                       slabs,
+                       {int32_t(m), int32_t(n), std::string("s"), std::string("cnt"),
+                        std::string("z"), std::string("rl"), std::string("cl")}});
+    p.steps.push_back({"cc_rowcost",
+                       gs::Dim{n, m},
+                       gs::Dim{32, 8},
+                       slabs,
+                       {int32_t(m), int32_t(n), std::string("rcost"), std::string("z"),
+                        std::string("cl"), std::string("s"), std::string("cnt")}});
+    p.steps.push_back({"cc_assign",
+                       dim1(m),
+                       dim1(256),
+                       [m](int d) { return gs::work::tiles(dim1(share(m, d, 64))); },
+                       {int32_t(m), int32_t(8), std::string("rl"), std::string("rcost")}});
+    p.steps.push_back({"cc_colcost",
+                       gs::Dim{n, m},
+                       gs::Dim{32, 8},
+                       slabs,
+                       {int32_t(m), int32_t(n), std::string("ccost"), std::string("z"),
+                        std::string("rl"), std::string("s"), std::string("cnt")}});
+    p.steps.push_back({"cc_assign",
+                       dim1(n),
+                       dim1(256),
+                       [n](int) { return gs::work::tiles(dim1(n)); },
+                       {int32_t(n), int32_t(8), std::string("cl"), std::string("ccost")}});
+  }
+  p.output = "s";
+  return p;
+}
+
 }  // namespace
 
 std::vector<std::string> benchmark_names() {
-  return {"blackscholes", "nbody", "hotspot", "gemm", "spmv", "kmeans"};
+  return {"md5",  "nbody", "correlator",   "kmeans",   "hotspot",
+          "gemm", "spmv",  "blackscholes", "cocluster"};
 }
 
 Spec make_spec(const std::string& name, int s, uint64_t seed) {
@@ -403,6 +724,9 @@ Spec make_spec(const std::string& name, int s, uint64_t seed) {
   if (name == "gemm") return gemm(s, g);
   if (name == "spmv") return spmv(s, g);
   if (name == "kmeans") return kmeans(s, g);
+  if (name == "md5") return md5(s, g);
+  if (name == "correlator") return correlator(s, g);
+  if (name == "cocluster") return cocluster(s, g);
   throw Error(fmt::format("no benchmark named '{}'; there are: {}", name,
                           fmt::join(benchmark_names(), ", ")));
 }

@@ -423,6 +423,8 @@ int main(int argc, char** argv) {
         Timing base = run_baseline(gpu, spec, runs);
         row["cuda_s"] = base.runs;
         std::string check = "equal";
+        if (!spec.expected.empty() && base.output != spec.expected)
+          check = "the plain CUDA program's result is WRONG";
         std::map<int, double> gs_time;
         for (int g : parse_ints(gpus)) {
           Timing t = run_gridspan(spec, g, 0, runs);

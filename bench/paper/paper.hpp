@@ -58,9 +58,10 @@ struct Spec {
   std::string unit;        // "options/s"
   std::vector<KernelSpec> kernels;
   std::vector<ArraySpec> arrays;
-  std::vector<Step> steps;  // one run
-  std::string output;       // the array compared between gridspan and the baseline
-  double tolerance = 0;     // relative, for float outputs; 0: bitwise equal
+  std::vector<Step> steps;              // one run
+  std::string output;                   // the array compared between gridspan and the baseline
+  double tolerance = 0;                 // relative, for float outputs; 0: bitwise equal
+  std::vector<unsigned char> expected;  // the output known in advance (else: the baseline's)
   bool compute_bound = false;
   std::size_t bytes() const {
     std::size_t b = 0;
