@@ -38,7 +38,7 @@ double seconds(Clock::time_point a, Clock::time_point b) {
 struct Timing {
   std::vector<double> runs;
   std::vector<unsigned char> output;
-  std::size_t moved_bytes = 0;  // device <-> host spill traffic (gridspan out-of-core)
+  std::size_t moved_bytes = 0;  // bytes copied between GPUs and host in the timed runs
   double mean() const {
     double s = 0;
     for (double r : runs) s += r;
@@ -115,7 +115,8 @@ Timing run_gridspan(const Spec& spec, int gpus, std::size_t device_memory, int r
   auto spilled = [&] {
     std::size_t b = 0;
     auto stats = ctx.memory_stats();
-    for (int d = 0; d < ctx.device_count(); ++d) b += stats[d].spilled_bytes;
+    for (int d = 0; d < ctx.device_count(); ++d)
+      b += stats[d].copied_out_bytes + stats[d].copied_in_bytes;
     return b;
   };
   run_once();  // warm-up: compiles nothing more, touches every page
@@ -443,6 +444,7 @@ int main(int argc, char** argv) {
             Timing t = run_gridspan(spec, 1, spec.bytes() / 2, runs);
             row["ooc_1gpu_s"] = t.runs;
             row["ooc_moved_bytes"] = t.moved_bytes;
+            row["ooc_link_bytes_per_s"] = double(t.moved_bytes) / (t.mean() * runs);
             loss = 1.0 - gs_time[1] / t.mean();
             std::string c = compare(spec, t.output, base.output);
             if (c.rfind("DIFFERENT", 0) == 0 || c.find("bytes differ") != std::string::npos)

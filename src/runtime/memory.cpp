@@ -61,6 +61,8 @@ struct Usage {
   std::size_t limit = kUnbounded;
   std::size_t spilled = 0;
   std::size_t peak = 0;
+  std::size_t copied_out = 0;  // bytes copied to the level below (device → host, host → disk)
+  std::size_t copied_in = 0;   // bytes copied from the level below
 
   void add(std::size_t bytes) {
     used += bytes;
@@ -320,6 +322,7 @@ struct MemoryManager::Impl {
         [&] {
           c.on_disk = true;
           disk.add(c.bytes);
+          host.copied_out += c.bytes;
           evicted();
         },
         [] {});  // the host copy stays valid
@@ -348,6 +351,7 @@ struct MemoryManager::Impl {
         lock, c, [&] { d.device->copy_to_host(h, from, c.bytes); },
         [&] {
           attach_host(c, h);
+          d.usage.copied_out += c.bytes;
           evicted();
         },
         [&] { free_host(c, h); });
@@ -363,7 +367,11 @@ struct MemoryManager::Impl {
       }
       void* h = allocate_host(c);
       transit(
-          lock, c, [&] { spill.read(c.id, h, c.bytes); }, [&] { attach_host(c, h); },
+          lock, c, [&] { spill.read(c.id, h, c.bytes); },
+          [&] {
+            attach_host(c, h);
+            host.copied_in += c.bytes;
+          },
           [&] { free_host(c, h); });
       return;
     }
@@ -372,7 +380,11 @@ struct MemoryManager::Impl {
     if (!c.host_copy) return attach_device(c, p);  // fresh memory: no data yet
     const void* from = c.host_copy;
     transit(
-        lock, c, [&] { d.device->copy_from_host(p, from, c.bytes); }, [&] { attach_device(c, p); },
+        lock, c, [&] { d.device->copy_from_host(p, from, c.bytes); },
+        [&] {
+          attach_device(c, p);
+          d.usage.copied_in += c.bytes;
+        },
         [&] { free_device(c, p); });
   }
 
@@ -656,12 +668,13 @@ std::vector<SpaceStats> MemoryManager::stats() const {
   std::size_t host_cached = 0;
   for (const auto& d : impl_->devices) {
     out.push_back(SpaceStats{d->device->name(), d->usage.used, d->usage.reported_limit(),
-                             d->usage.spilled, d->usage.peak, d->pool.cached_bytes()});
+                             d->usage.spilled, d->usage.peak, d->pool.cached_bytes(),
+                             d->usage.copied_out, d->usage.copied_in});
     host_cached += d->host_pool.cached_bytes();
   }
   const Usage& host = impl_->host;
-  out.push_back(
-      SpaceStats{"host", host.used, host.reported_limit(), host.spilled, host.peak, host_cached});
+  out.push_back(SpaceStats{"host", host.used, host.reported_limit(), host.spilled, host.peak,
+                           host_cached, host.copied_out, host.copied_in});
   const Usage& disk = impl_->disk;
   out.push_back(SpaceStats{"disk", disk.used, 0, disk.spilled, disk.peak, 0});
   return out;

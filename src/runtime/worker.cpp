@@ -35,9 +35,15 @@ Worker::Worker(std::vector<backend::Device*> devices, MemoryManager& memory,
                std::size_t staging_bytes)
     : devices_(std::move(devices)),
       memory_(memory),
-      staging_limit_(staging_bytes),
+      staging_limit_(devices_.size(), staging_bytes),
       staged_bytes_(devices_.size(), 0),
       staged_tasks_(devices_.size(), 0) {
+  // By default a device may have a quarter of its memory staged for queued tasks: enough
+  // to keep several large superblocks queued on a GPU (one at a time would leave it idle
+  // between them), little enough to leave room for streaming out-of-core data.
+  for (std::size_t d = 0; d < devices_.size(); ++d)
+    if (staging_bytes == 0)
+      staging_limit_[d] = std::max(std::size_t(256) << 20, devices_[d]->memory_capacity() / 4);
   scheduler_ = std::thread([this] { scheduler_loop(); });
 }
 
@@ -194,7 +200,7 @@ void Worker::process(std::deque<Node*>& work, int here) {
     }
     int dev = t.device;
     if (!error) {
-      if (staged_tasks_[dev] > 0 && staged_bytes_[dev] + node->staged_bytes > staging_limit_) {
+      if (staged_tasks_[dev] > 0 && staged_bytes_[dev] + node->staged_bytes > staging_limit_[dev]) {
         ++stats_.stage_retries;
         blocked_.push_back(node);
         continue;

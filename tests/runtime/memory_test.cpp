@@ -339,6 +339,29 @@ TEST(MemoryManager, EvictsLeastRecentlyUsedFirst) {
   for (ChunkId id : {0, 3, 4, 5}) EXPECT_TRUE(mm.state(id).on_device) << id;
 }
 
+// The copy counters count bytes that moved between spaces, not evictions of clean copies.
+TEST(MemoryManager, CopyCountersCountBytesMovedBetweenSpaces) {
+  TempDir dir;
+  FakeDevice dev(0, 16 * KiB);
+  MemoryManager mm({&dev}, MemoryLimits{16 * KiB, 128 * KiB, dir.str()});
+  mm.create(1, 16 * KiB, 0);
+  mm.create(2, 16 * KiB, 0);
+  ASSERT_TRUE(mm.try_stage({{1, true}}));
+  mm.unstage({{1, true}});
+  ASSERT_TRUE(mm.try_stage({{2, true}}));  // 1 is copied out
+  mm.unstage({{2, true}});
+  ASSERT_TRUE(mm.try_stage({{1, false}}));  // 2 copied out, 1 copied back in
+  mm.unstage({{1, false}});
+  ASSERT_TRUE(mm.try_stage({{2, false}}));  // 1 is clean: dropped, not copied; 2 comes back
+  mm.unstage({{2, false}});
+  auto stats = mm.stats();
+  EXPECT_EQ(stats[0].copied_out_bytes, 2 * 16 * KiB);
+  EXPECT_EQ(stats[0].copied_in_bytes, 2 * 16 * KiB);
+  EXPECT_EQ(stats[0].spilled_bytes, 3 * 16 * KiB);
+  EXPECT_EQ(dev.copies_to_host.load(), 2);
+  EXPECT_EQ(dev.copies_from_host.load(), 2);
+}
+
 TEST(MemoryManager, HostSpillsLeastRecentlyUsedToDisk) {
   TempDir dir;
   FakeDevice dev(0, 16 * KiB);

@@ -33,8 +33,9 @@ struct Config {
   std::string cache_dir;
   /// Checked mode for every kernel (GRIDSPAN_CHECK).
   bool check = false;
-  /// Bytes staged ahead per executor (GRIDSPAN_STAGING_BYTES).
-  std::size_t staging_bytes = std::size_t(256) << 20;
+  /// Bytes of chunks staged for tasks queued or running per device
+  /// (GRIDSPAN_STAGING_BYTES); 0 = a quarter of the device's memory budget, at least 256 MiB.
+  std::size_t staging_bytes = 0;
   /// Host compiler for the cpu backend (GRIDSPAN_CXX); empty = c++ from PATH.
   std::string cxx;
   LogLevel log_level = LogLevel::warn;  // GRIDSPAN_LOG=error|warn|info|debug

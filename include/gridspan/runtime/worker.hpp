@@ -32,6 +32,8 @@ struct WorkerStats {
 
 class Worker {
  public:
+  /// `staging_bytes`: chunk bytes staged per device for queued and running tasks (more
+  /// tasks wait); 0 = a quarter of each device's memory capacity, at least 256 MiB.
   Worker(std::vector<backend::Device*> devices, MemoryManager& memory, std::size_t staging_bytes);
   ~Worker();  // finishes every submitted task first
   Worker(const Worker&) = delete;
@@ -80,7 +82,7 @@ class Worker {
 
   std::vector<backend::Device*> devices_;
   MemoryManager& memory_;
-  std::size_t staging_limit_;
+  std::vector<std::size_t> staging_limit_;  // per device
 
   mutable AdaptiveMutex mutex_;
   std::condition_variable_any wake_scheduler_, wake_waiters_;
