@@ -70,6 +70,31 @@ TEST(CudaCompile, BuiltinsAndWrappersCompileToSm90Cubins) {
   std::filesystem::remove_all(cache);
 }
 
+// The device looks built-in kernels up by name (gs_combine_<dtype_name>_<op>, gs_fill_<bytes>,
+// gs_copy_<bytes>): every name it can ask for is in the cubin.
+TEST(CudaCompile, BuiltinsHaveEveryKernelTheDeviceLooksUp) {
+  const std::string cache = fresh_cache("names");
+  std::string cubin;
+  try {
+    cubin = cuda::builtin_cubin(90, cache);
+  } catch (const CompileError& e) {
+    GTEST_SKIP() << e.what();
+  }
+  auto has = [&](const std::string& name) { return cubin.find(name + '\0') != std::string::npos; };
+  for (DType t : {DType::i8, DType::i16, DType::i32, DType::i64, DType::u8, DType::u16, DType::u32,
+                  DType::u64, DType::f16, DType::bf16, DType::f32, DType::f64}) {
+    std::vector<std::string> ops = {"add", "mul", "min", "max"};
+    if (!dtype_is_float(t)) ops.insert(ops.end(), {"and", "or"});
+    for (const auto& op : ops)
+      EXPECT_TRUE(has("gs_combine_" + dtype_name(t) + "_" + op)) << dtype_name(t) << " " << op;
+  }
+  for (int bytes : {1, 2, 4, 8, 16}) {
+    EXPECT_TRUE(has("gs_fill_" + std::to_string(bytes))) << bytes;
+    EXPECT_TRUE(has("gs_copy_" + std::to_string(bytes))) << bytes;
+  }
+  std::filesystem::remove_all(cache);
+}
+
 TEST(CudaCompile, ErrorsPointAtTheUsersLines) {
   const std::string cache = fresh_cache("error");
   KernelSource k = saxpy();

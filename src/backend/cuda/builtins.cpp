@@ -99,16 +99,16 @@ GS_SIZED(16, Bytes16)
 #define GS_ARITH(TAG, T) \
   GS_COMBINE(TAG, T, add, ADD) GS_COMBINE(TAG, T, mul, MUL) GS_COMBINE(TAG, T, min, MIN) GS_COMBINE(TAG, T, max, MAX)
 #define GS_INTEGER(TAG, T) GS_ARITH(TAG, T) GS_COMBINE(TAG, T, and, AND) GS_COMBINE(TAG, T, or, OR)
-GS_INTEGER(i8, signed char)
-GS_INTEGER(i16, short)
-GS_INTEGER(i32, int)
-GS_INTEGER(i64, long long)
-GS_INTEGER(u8, unsigned char)
-GS_INTEGER(u16, unsigned short)
-GS_INTEGER(u32, unsigned int)
-GS_INTEGER(u64, unsigned long long)
-GS_ARITH(f32, float)
-GS_ARITH(f64, double)
+GS_INTEGER(int8, signed char)
+GS_INTEGER(int16, short)
+GS_INTEGER(int32, int)
+GS_INTEGER(int64, long long)
+GS_INTEGER(uint8, unsigned char)
+GS_INTEGER(uint16, unsigned short)
+GS_INTEGER(uint32, unsigned int)
+GS_INTEGER(uint64, unsigned long long)
+GS_ARITH(float32, float)
+GS_ARITH(float64, double)
 
 #define GS_COMBINE16(TAG, OPTAG, O, TOF, FROMF)                                                  \
   extern "C" __global__ void gs_combine_##TAG##_##OPTAG(unsigned short* dst,                    \
@@ -118,8 +118,8 @@ GS_ARITH(f64, double)
 #define GS_HALF(TAG, TOF, FROMF)                                                          \
   GS_COMBINE16(TAG, add, ADD, TOF, FROMF) GS_COMBINE16(TAG, mul, MUL, TOF, FROMF)         \
   GS_COMBINE16(TAG, min, MIN, TOF, FROMF) GS_COMBINE16(TAG, max, MAX, TOF, FROMF)
-GS_HALF(f16, f16_to_f32, f32_to_f16)
-GS_HALF(bf16, bf16_to_f32, f32_to_bf16)
+GS_HALF(float16, f16_to_f32, f32_to_f16)
+GS_HALF(bfloat16, bf16_to_f32, f32_to_bf16)
 )gs";
 }
 

@@ -61,37 +61,6 @@ bool contiguous(const GsBox& b, const int64_t stride[2]) {
          (b.extent[0] == 1 || stride[0] == b.extent[1] * b.extent[2]);
 }
 
-const char* dtype_tag(DType t) {
-  switch (t) {
-    case DType::i8:
-      return "i8";
-    case DType::i16:
-      return "i16";
-    case DType::i32:
-      return "i32";
-    case DType::i64:
-      return "i64";
-    case DType::u8:
-    case DType::boolean:
-      return "u8";
-    case DType::u16:
-      return "u16";
-    case DType::u32:
-      return "u32";
-    case DType::u64:
-      return "u64";
-    case DType::f16:
-      return "f16";
-    case DType::bf16:
-      return "bf16";
-    case DType::f32:
-      return "f32";
-    case DType::f64:
-      return "f64";
-  }
-  return "?";
-}
-
 const char* op_tag(annotation::ReduceOp op) {
   switch (op) {
     case annotation::ReduceOp::add:
@@ -513,7 +482,9 @@ void CudaDevice::combine(void* dst, const Rect& dst_rect, const void* src, const
       src = reinterpret_cast<const void*>(staged);
     }
   }
-  CUfunction f = builtin(fmt::format("gs_combine_{}_{}", dtype_tag(dtype), op_tag(op)));
+  // Booleans combine as bytes (as on the cpu backend); kernels are named after dtype_name.
+  const DType as = dtype == DType::boolean ? DType::u8 : dtype;
+  CUfunction f = builtin(fmt::format("gs_combine_{}_{}", dtype_name(as), op_tag(op)));
   GsBox box = make_box(dst_rect, src_rect, region);
   void* dp = dst;
   const void* sp = src;
