@@ -345,6 +345,19 @@ struct MemoryManager::Impl {
     bool host_has_room = host.limit == kUnbounded || host.used + c.block <= host.limit;
     if (c.host_copy || (c.on_disk && !host_has_room)) return evicted();
     if (!host_has_room) return free_host_step(lock, c.block, &task);
+    if (d.device->unified()) {
+      // One address space: the block changes space; the data stays where it is.
+      void* p = c.device_copy;
+      d.pool.forget(c.bytes);
+      d.usage.remove(c.block);
+      d.lru.erase(c.device_lru);
+      c.device_copy = nullptr;
+      d.host_pool.adopt(c.bytes);
+      host.add(c.block);
+      attach_host(c, p);
+      d.usage.spilled += c.block;
+      return;
+    }
     void* h = allocate_host(c);
     const void* from = c.device_copy;
     transit(
@@ -376,6 +389,17 @@ struct MemoryManager::Impl {
       return;
     }
     if (d.usage.used + c.block > d.usage.limit) return free_device_step(lock, d, task);
+    if (d.device->unified() && c.host_copy) {
+      // One address space: the host block joins the device space as it is.
+      void* p = c.host_copy;
+      d.host_pool.forget(c.bytes);
+      host.remove(c.block);
+      host_lru.erase(c.host_lru);
+      c.host_copy = nullptr;
+      d.pool.adopt(c.bytes);
+      d.usage.add(c.block);
+      return attach_device(c, p);
+    }
     void* p = allocate_device(c);
     if (!c.host_copy) return attach_device(c, p);  // fresh memory: no data yet
     const void* from = c.host_copy;

@@ -35,6 +35,11 @@ class BlockPool {
   void* allocate(std::size_t bytes);
   /// Returns a block from `allocate(bytes)` to the cache.
   void free(void* block, std::size_t bytes);
+  /// A block in use leaves this pool without being cached (another pool adopts it: the
+  /// unified memory model moves blocks between spaces instead of copying them).
+  void forget(std::size_t bytes) { in_use_bytes_ -= size_class(bytes); }
+  /// A block in use from another pool of the same allocator joins this one.
+  void adopt(std::size_t bytes) { in_use_bytes_ += size_class(bytes); }
   /// Gives cached blocks back to the backend, largest first, until at least `at_least`
   /// bytes are released or the cache is empty. Returns the bytes released.
   std::size_t release_cached(std::size_t at_least);

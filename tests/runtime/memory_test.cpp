@@ -1,6 +1,7 @@
-// The memory manager against a fake unified device (plain malloc, with a capacity it
-// enforces): round trips through host and disk, LRU order, all-or-nothing staging,
-// out-of-memory and spill-file errors, exact statistics, and a concurrent stress run.
+// The memory manager against a fake device (plain malloc, with a capacity it enforces),
+// discrete (copies between spaces) or unified (moves by accounting): round trips through
+// host and disk, LRU order, all-or-nothing staging, out-of-memory and spill-file errors,
+// exact statistics, and a concurrent stress run.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -36,19 +37,26 @@ namespace {
 namespace fs = std::filesystem;
 constexpr std::size_t KiB = 1024;
 
-// A unified device whose memory is malloc'd and limited to `capacity` bytes, counting
-// what it hands out so tests see leaks and over-allocation.
+// A device whose memory is malloc'd and limited to `capacity` bytes, counting what it
+// hands out so tests see leaks and over-allocation. Discrete by default (the memory manager
+// copies between its spaces, as for a GPU); `unified` makes it move blocks instead (as for
+// the cpu backend), so a block may leave through the other space's deallocation.
 class FakeDevice : public backend::Device {
  public:
-  FakeDevice(int index, std::size_t capacity) : index_(index), capacity_(capacity) {}
+  FakeDevice(int index, std::size_t capacity, bool unified = false)
+      : index_(index), capacity_(capacity), unified_(unified) {}
   ~FakeDevice() override {
+    if (unified_) {
+      EXPECT_EQ(device_bytes_.load() + host_bytes_.load(), 0u) << name() << " leaked memory";
+      return;
+    }
     EXPECT_EQ(device_bytes_.load(), 0u) << name() << " leaked device memory";
     EXPECT_EQ(host_bytes_.load(), 0u) << name() << " leaked host memory";
   }
   int index() const override { return index_; }
   std::string name() const override { return "fake:" + std::to_string(index_); }
   std::size_t memory_capacity() const override { return capacity_; }
-  bool unified() const override { return true; }
+  bool unified() const override { return unified_; }
   bool asynchronous() const override { return false; }
   void copy(void* dst, const Rect& dr, const void* src, const Rect& sr, const Rect& region,
             std::size_t elem) override {
@@ -117,6 +125,7 @@ class FakeDevice : public backend::Device {
  private:
   int index_;
   std::size_t capacity_;
+  bool unified_;
   std::atomic<std::size_t> device_bytes_{0};
   std::atomic<std::size_t> host_bytes_{0};
 };
@@ -337,6 +346,46 @@ TEST(MemoryManager, EvictsLeastRecentlyUsedFirst) {
   mm.unstage({{5, true}});
   EXPECT_FALSE(mm.state(2).on_device);
   for (ChunkId id : {0, 3, 4, 5}) EXPECT_TRUE(mm.state(id).on_device) << id;
+}
+
+// The unified model (the cpu backend's): a chunk changes space by accounting alone, keeping
+// its address and bytes, through device -> host -> disk and back; nothing is copied between
+// device and host, and the statistics still follow the spaces' limits.
+TEST(MemoryManager, UnifiedDevicesMoveChunksBetweenSpacesWithoutCopying) {
+  TempDir dir;
+  auto g = test::rng(77);
+  FakeDevice dev(0, 1024 * KiB, /*unified=*/true);  // the manager enforces 32 KiB
+  MemoryManager mm({&dev}, MemoryLimits{32 * KiB, 32 * KiB, dir.str()});
+  std::map<ChunkId, std::vector<unsigned char>> expected;
+  for (ChunkId id = 1; id <= 6; ++id) {
+    mm.create(id, 16 * KiB, 0);
+    expected[id] = random_bytes(16 * KiB, g);
+    write_chunk(mm, id, expected[id]);
+  }
+  // Chunks 1-2 went to disk, 3-4 sit in the host space, 5-6 on the device.
+  auto stats = mm.stats();
+  EXPECT_EQ(space(stats, "fake:0").used_bytes, 32 * KiB);
+  EXPECT_EQ(space(stats, "host").used_bytes, 32 * KiB);
+  EXPECT_TRUE(mm.state(3).on_host);
+  ASSERT_TRUE(mm.try_stage({{3, false}}));
+  const void* address = mm.data(3);
+  mm.unstage({{3, false}});
+  EXPECT_FALSE(mm.state(3).on_host);  // moved, not copied: one copy only
+  // Out to the host space and back: the same block, the same address.
+  for (ChunkId id : {5, 6}) expect_chunk(mm, id, expected[id]);
+  EXPECT_TRUE(mm.state(3).on_host);
+  EXPECT_FALSE(mm.state(3).on_device);
+  ASSERT_TRUE(mm.try_stage({{3, false}}));
+  EXPECT_EQ(mm.data(3), address);
+  mm.unstage({{3, false}});
+  for (int round = 0; round < 3; ++round)
+    for (ChunkId id = 1; id <= 6; ++id) expect_chunk(mm, id, expected[id]);
+  EXPECT_EQ(dev.copies_to_host.load(), 0);
+  EXPECT_EQ(dev.copies_from_host.load(), 0);
+  EXPECT_EQ(mm.stats()[0].copied_out_bytes, 0u);
+  EXPECT_GT(mm.stats()[0].spilled_bytes, 0u);
+  EXPECT_GT(space(mm.stats(), "host").copied_out_bytes, 0u);  // host -> disk still writes
+  for (ChunkId id = 1; id <= 6; ++id) mm.destroy(id);
 }
 
 // The copy counters count bytes that moved between spaces, not evictions of clean copies.

@@ -25,8 +25,9 @@ class Device {
   virtual int index() const = 0;         // index among this worker's devices
   virtual std::string name() const = 0;  // "cpu:0", "cuda:1 (NVIDIA H200)"
   virtual std::size_t memory_capacity() const = 0;
-  /// True when device memory is addressable from the host (the cpu backend): copies are
-  /// then plain memory copies and a kernel may read host memory.
+  /// True when device memory is host memory (the cpu backend): allocate and allocate_host
+  /// then come from one allocator, and the memory manager moves a chunk between the device
+  /// and host spaces by accounting alone, without copying it (CHAI's unified model).
   virtual bool unified() const = 0;
   /// True when work submitted only queues operations (cuda streams): the device reports the
   /// end through `done`. False when work has finished when it returns (cpu executors).
