@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -12,12 +13,36 @@
 namespace gridspan::bench {
 namespace {
 
+// Element i of a stream: splitmix64 of (seed, i), so that tens of GB are generated on every
+// core at once and come out the same whatever the thread count.
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+template <class T, class F>
+std::vector<T> generate(std::size_t n, F f) {
+  std::vector<T> v(n);
+  const std::size_t workers = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t per = (n + workers - 1) / workers;
+  std::vector<std::thread> threads;
+  for (std::size_t w = 0; w < workers && w * per < n; ++w)
+    threads.emplace_back([&, w] {
+      for (std::size_t i = w * per; i < std::min(n, (w + 1) * per); ++i) v[i] = f(i);
+    });
+  for (auto& t : threads) t.join();
+  return v;
+}
+
 template <class T>
 std::vector<T> uniform(std::size_t n, std::mt19937_64& g, double lo, double hi) {
-  std::uniform_real_distribution<double> d(lo, hi);
-  std::vector<T> v(n);
-  for (auto& x : v) x = T(d(g));
-  return v;
+  const uint64_t seed = g();
+  return generate<T>(n, [=](std::size_t i) {
+    const double u = double(mix(seed ^ mix(i)) >> 11) * 0x1.0p-53;
+    return T(lo + (hi - lo) * u);
+  });
 }
 
 // Chunks of about 1/(4 devices) of `n` along axis 0, rounded up to `align`: four per
@@ -279,9 +304,10 @@ Spec spmv(int s, std::mt19937_64& g) {
   p.items = double(n) * width * 10;
   p.kernels = {
       {"spmv", kSpmv, "global i => write y[i], read vals[:, i], read cols[:, i], read x[:]", {}}};
-  std::vector<int32_t> cols(std::size_t(n) * width);
-  std::uniform_int_distribution<int64_t> col(0, n - 1);
-  for (auto& c : cols) c = int32_t(col(g));
+  const uint64_t seed = g();
+  std::vector<int32_t> cols = generate<int32_t>(std::size_t(n) * width, [=](std::size_t i) {
+    return int32_t(mix(seed ^ mix(i)) % uint64_t(n));
+  });
   auto by_columns = [n, width](int d) {
     return gs::dist::tiles(gs::Dim{width, share(n, d, 1024)});
   };
