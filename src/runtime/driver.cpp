@@ -32,7 +32,7 @@ Driver::Driver(const Config& config) : config_(config) {
   if (!config_.trace_file.empty()) worker_->enable_trace();
   planner_ = std::make_unique<plan::Planner>(
       static_cast<int>(devices.size()), [this](plan::TaskId t) { return worker_->is_done(t); });
-  log::info("gridspan: {} backend with {} devices", backend_->name(), devices.size());
+  log::info("{} backend with {} devices", backend_->name(), devices.size());
 }
 
 Driver::~Driver() {
