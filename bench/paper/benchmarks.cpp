@@ -167,7 +167,7 @@ Spec nbody(int s, std::mt19937_64& g) {
          dim1(256),
          [bodies](int d) { return gs::work::tiles(dim1(share(bodies, d, 256))); },
          {bodies, 0.001f, 0.01f, std::string("out"), std::string("vel"), std::string("pos")}});
-    p.steps.push_back({"", {}, {}, {}, {}, "pos", "out"});
+    p.steps.push_back(swap_step("pos", "out"));
   }
   p.output = "pos";
   return p;
@@ -217,7 +217,7 @@ Spec hotspot(int s, std::mt19937_64& g) {
                        },
                        {int32_t(rows), int32_t(cols), 0.5f, 0.1f, 0.1f, 0.05f, std::string("b"),
                         std::string("a"), std::string("power")}});
-    p.steps.push_back({"", {}, {}, {}, {}, "a", "b"});
+    p.steps.push_back(swap_step("a", "b"));
   }
   p.output = "a";
   return p;
@@ -324,7 +324,7 @@ Spec spmv(int s, std::mt19937_64& g) {
                        [n](int d) { return gs::work::tiles(dim1(share(n, d, 1024))); },
                        {n, int32_t(width), std::string("y"), std::string("vals"),
                         std::string("cols"), std::string("x")}});
-    p.steps.push_back({"", {}, {}, {}, {}, "x", "y"});
+    p.steps.push_back(swap_step("x", "y"));
   }
   p.output = "x";
   return p;

@@ -51,6 +51,14 @@ struct Step {
   std::string swap_a, swap_b;
 };
 
+/// A step that exchanges two arrays' names (the next iteration reads what this one wrote).
+inline Step swap_step(std::string a, std::string b) {
+  Step s;
+  s.swap_a = std::move(a);
+  s.swap_b = std::move(b);
+  return s;
+}
+
 struct Spec {
   std::string name;
   std::string size_label;  // "n=1048576"
