@@ -60,6 +60,55 @@ TEST(Api, ConfigFromTheEnvironment) {
     Env a("GRIDSPAN_HOST_MEMORY", "12 parsecs");
     EXPECT_THROW(gs::Config::from_env(), gs::ConfigError);
   }
+  {
+    Env a("GRIDSPAN_BACKEND", "CUDA"), b("GRIDSPAN_GPUS", "1");
+    gs::Config cfg = gs::Config::from_env();
+    EXPECT_EQ(cfg.backend, "cuda");
+    EXPECT_EQ(cfg.gpus, 1);
+  }
+  for (const char* bad : {"opencl", "gpu"}) {
+    Env a("GRIDSPAN_BACKEND", bad);
+    try {
+      gs::Config::from_env();
+      ADD_FAILURE() << "GRIDSPAN_BACKEND='" << bad << "' was accepted";
+    } catch (const gs::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("auto, cuda or cpu"), std::string::npos) << e.what();
+    }
+  }
+  {
+    Env a("GRIDSPAN_GPUS", "-2");
+    EXPECT_THROW(gs::Config::from_env(), gs::ConfigError);
+  }
+}
+
+// Asking for the cuda backend where it cannot run is an error that says why; the cpu
+// backend asked for by name is used even where GPUs are.
+TEST(Api, BackendChoice) {
+  gs::Config cpu = quiet(2);
+  cpu.backend = "cpu";
+  {
+    gs::Context ctx(cpu);
+    EXPECT_EQ(ctx.backend_name(), "cpu");
+    EXPECT_EQ(ctx.device_count(), 2);
+  }
+  gs::Config cuda = quiet(1);
+  cuda.backend = "cuda";
+  try {
+    gs::Context ctx(cuda);
+    EXPECT_EQ(ctx.backend_name(), "cuda");  // a GPU machine
+    EXPECT_GE(ctx.device_count(), 1);
+  } catch (const gs::ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("GRIDSPAN_BACKEND=cuda"), std::string::npos) << m;
+#ifdef GRIDSPAN_HAVE_CUDA
+    EXPECT_NE(m.find("cannot run"), std::string::npos) << m;  // and why: no driver, no GPU, ...
+#else
+    EXPECT_NE(m.find("built without it"), std::string::npos) << m;
+#endif
+  }
+  gs::Config bogus = quiet(1);
+  bogus.backend = "tpu";
+  EXPECT_THROW(gs::Context ctx(bogus), gs::ConfigError);
 }
 
 TEST(Api, KernelFromFileAndMissingFile) {
