@@ -45,6 +45,14 @@ std::vector<T> uniform(std::size_t n, std::mt19937_64& g, double lo, double hi) 
   });
 }
 
+Generator gpu_real(std::mt19937_64& g, double lo, double hi) {
+  return Generator{Generator::Kind::real, g(), lo, hi};
+}
+
+Generator gpu_integers(std::mt19937_64& g, int64_t below) {
+  return Generator{Generator::Kind::integer, g(), 0, double(below)};
+}
+
 // Chunks of about 1/(4 devices) of `n` along axis 0, rounded up to `align`: four per
 // device, so that a run with half of the data in device memory can stream them.
 int64_t share(int64_t n, int devices, int64_t align) {
@@ -94,9 +102,9 @@ Spec blackscholes(int s, std::mt19937_64& g) {
                 "read years[i]",
                 {}}};
   auto rows = [n](int d) { return gs::dist::rows(share(n, d, 1 << 20)); };
-  p.arrays = {{"price", DType::f32, dim1(n), rows, bytes_of(uniform<float>(n, g, 5, 30))},
-              {"strike", DType::f32, dim1(n), rows, bytes_of(uniform<float>(n, g, 1, 100))},
-              {"years", DType::f32, dim1(n), rows, bytes_of(uniform<float>(n, g, 0.25, 10))},
+  p.arrays = {{"price", DType::f32, dim1(n), rows, {}, gpu_real(g, 5, 30)},
+              {"strike", DType::f32, dim1(n), rows, {}, gpu_real(g, 1, 100)},
+              {"years", DType::f32, dim1(n), rows, {}, gpu_real(g, 0.25, 10)},
               {"call", DType::f32, dim1(n), rows, {}},
               {"put", DType::f32, dim1(n), rows, {}}};
   for (int it = 0; it < 10; ++it)
@@ -203,11 +211,9 @@ Spec hotspot(int s, std::mt19937_64& g) {
     return gs::dist::stencil(gs::Dim{share(rows, d, 16), cols}, gs::Dim{1, 0});
   };
   auto tiles = [rows, cols](int d) { return gs::dist::tiles(gs::Dim{share(rows, d, 16), cols}); };
-  p.arrays = {{"a", DType::f32, gs::Dim{rows, cols}, slab,
-               bytes_of(uniform<float>(rows * cols, g, 320, 340))},
+  p.arrays = {{"a", DType::f32, gs::Dim{rows, cols}, slab, {}, gpu_real(g, 320, 340)},
               {"b", DType::f32, gs::Dim{rows, cols}, slab, {}},
-              {"power", DType::f32, gs::Dim{rows, cols}, tiles,
-               bytes_of(uniform<float>(rows * cols, g, 0, 0.01))}};
+              {"power", DType::f32, gs::Dim{rows, cols}, tiles, {}, gpu_real(g, 0, 0.01)}};
   for (int it = 0; it < 10; ++it) {
     p.steps.push_back({"hotspot",
                        gs::Dim{cols, rows},
@@ -267,8 +273,8 @@ Spec gemm(int s, std::mt19937_64& g) {
                 "read a[by*32:by*32+31, :], read b[:, j]",
                 {}}};
   auto rows = [n](int d) { return gs::dist::rows(share(n, d, 32)); };
-  p.arrays = {{"a", DType::f32, gs::Dim{n, n}, rows, bytes_of(uniform<float>(n * n, g, -1, 1))},
-              {"b", DType::f32, gs::Dim{n, n}, rows, bytes_of(uniform<float>(n * n, g, -1, 1))},
+  p.arrays = {{"a", DType::f32, gs::Dim{n, n}, rows, {}, gpu_real(g, -1, 1)},
+              {"b", DType::f32, gs::Dim{n, n}, rows, {}, gpu_real(g, -1, 1)},
               {"c", DType::f32, gs::Dim{n, n}, rows, {}}};
   p.steps.push_back({"gemm",
                      gs::Dim{n, n / 4},
@@ -312,10 +318,9 @@ Spec spmv(int s, std::mt19937_64& g) {
     return gs::dist::tiles(gs::Dim{width, share(n, d, 1024)});
   };
   auto all = [](int) { return gs::dist::replicated(); };
-  p.arrays = {{"vals", DType::f32, gs::Dim{width, n}, by_columns,
-               bytes_of(uniform<float>(std::size_t(n) * width, g, 0, 1.0 / width))},
-              {"cols", DType::i32, gs::Dim{width, n}, by_columns, bytes_of(cols)},
-              {"x", DType::f32, dim1(n), all, bytes_of(uniform<float>(n, g, 0, 1))},
+  p.arrays = {{"vals", DType::f32, gs::Dim{width, n}, by_columns, {}, gpu_real(g, 0, 1.0 / width)},
+              {"cols", DType::i32, gs::Dim{width, n}, by_columns, {}, gpu_integers(g, n)},
+              {"x", DType::f32, dim1(n), all, {}, gpu_real(g, 0, 1)},
               {"y", DType::f32, dim1(n), all, {}}};
   for (int it = 0; it < 10; ++it) {
     p.steps.push_back({"spmv",
@@ -392,9 +397,8 @@ Spec kmeans(int s, std::mt19937_64& g) {
                 {}}};
   auto rows = [n](int d) { return gs::dist::rows(share(n, d, 1 << 16)); };
   auto all = [](int) { return gs::dist::replicated(); };
-  std::vector<float> pts = uniform<float>(n * 4, g, 0, 100);
-  std::vector<float> centres(pts.begin(), pts.begin() + 40 * 4);
-  p.arrays = {{"pts", DType::f32, gs::Dim{n, 4}, rows, bytes_of(pts)},
+  std::vector<float> centres = uniform<float>(40 * 4, g, 0, 100);
+  p.arrays = {{"pts", DType::f32, gs::Dim{n, 4}, rows, {}, gpu_real(g, 0, 100)},
               {"label", DType::i32, dim1(n), rows, {}},
               {"centres", DType::f32, gs::Dim{40, 4}, all, bytes_of(centres)},
               {"sums", DType::f32, gs::Dim{40, 4}, all, {}},
@@ -563,8 +567,12 @@ Spec correlator(int s, std::mt19937_64& g) {
   auto vis_by_channel = [channels](int d) {
     return gs::dist::tiles(gs::Dim{share(channels, d, 1), antennas, 2 * antennas});
   };
-  p.arrays = {{"samples", DType::f32, gs::Dim{channels, times, 2 * antennas}, by_channel,
-               bytes_of(uniform<float>(std::size_t(channels * times * 2 * antennas), g, -1, 1))},
+  p.arrays = {{"samples",
+               DType::f32,
+               gs::Dim{channels, times, 2 * antennas},
+               by_channel,
+               {},
+               gpu_real(g, -1, 1)},
               {"vis", DType::f32, gs::Dim{channels, antennas, 2 * antennas}, vis_by_channel, {}}};
   p.steps.push_back(
       {"correlate",
@@ -736,6 +744,113 @@ Spec cocluster(int s, std::mt19937_64& g) {
 }
 
 }  // namespace
+
+const char* generator_source() {
+  return R"(
+__device__ inline unsigned long long gen_mix(unsigned long long x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+__device__ inline double gen_unit(uint64_t seed, int64_t i) {
+  return double(gen_mix(seed ^ gen_mix((unsigned long long)i)) >> 11) * (1.0 / 9007199254740992.0);
+}
+__device__ void gen_real1(dim3 blockIdx, int64_t n0, uint64_t seed, double lo, double hi,
+                          gridspan::Vector<float> out) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n0) out[i] = float(lo + (hi - lo) * gen_unit(seed, i));
+}
+// Rows past a grid of at most 65535 blocks along y and z (the plain program's) are reached by
+// striding; under gridspan gridDim covers every row, so each thread writes one element.
+__device__ void gen_real2(dim3 blockIdx, int64_t n0, int64_t n1, uint64_t seed, double lo, double hi,
+                          gridspan::Matrix<float> out) {
+  int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int64_t i = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; i < n0 && j < n1;
+       i += int64_t(gridDim.y) * blockDim.y)
+    out(i, j) = float(lo + (hi - lo) * gen_unit(seed, i * n1 + j));
+}
+__device__ void gen_real3(dim3 blockIdx, int64_t n0, int64_t n1, int64_t n2, uint64_t seed, double lo,
+                          double hi, gridspan::Tensor<float> out) {
+  int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int64_t i = int64_t(blockIdx.z) * blockDim.z + threadIdx.z; i < n0; i += int64_t(gridDim.z) * blockDim.z)
+    for (int64_t j = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; j < n1 && k < n2;
+         j += int64_t(gridDim.y) * blockDim.y)
+      out(i, j, k) = float(lo + (hi - lo) * gen_unit(seed, (i * n1 + j) * n2 + k));
+}
+__device__ void gen_int1(dim3 blockIdx, int64_t n0, uint64_t seed, double lo, double hi,
+                         gridspan::Vector<int> out) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n0) out[i] = int(gen_unit(seed, i) * hi);
+}
+__device__ void gen_int2(dim3 blockIdx, int64_t n0, int64_t n1, uint64_t seed, double lo, double hi,
+                         gridspan::Matrix<int> out) {
+  int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int64_t i = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; i < n0 && j < n1;
+       i += int64_t(gridDim.y) * blockDim.y)
+    out(i, j) = int(gen_unit(seed, i * n1 + j) * hi);
+}
+)";
+}
+
+std::string generator_function(const ArraySpec& a) {
+  const bool real = a.gen.kind == Generator::Kind::real;
+  if ((real && a.dtype != DType::f32) || (!real && a.dtype != DType::i32) || a.shape.rank() < 1 ||
+      a.shape.rank() > (real ? 3 : 2))
+    throw Error(fmt::format("bench: no generator for array {} ({} of rank {})", a.name,
+                            dtype_name(a.dtype), a.shape.rank()));
+  return fmt::format("gen_{}{}", real ? "real" : "int", a.shape.rank());
+}
+
+std::string generator_annotation(int rank) {
+  switch (rank) {
+    case 1:
+      return "global i => write out[i]";
+    case 2:
+      return "global [j, i] => write out[i, j]";
+    default:
+      return "global [k, j, i] => write out[i, j, k]";
+  }
+}
+
+// Threads along the last axis (coalesced); superblocks are slabs along the first.
+GeneratorLaunch generator_launch(const ArraySpec& a, int devices) {
+  GeneratorLaunch l;
+  const int r = a.shape.rank();
+  const int64_t last = a.shape[r - 1];
+  const int64_t bx = r == 1 ? 256 : std::min<int64_t>(256, std::max<int64_t>(32, last));
+  const int64_t by = r == 2 ? 256 / bx : 1;
+  const int64_t first = a.shape[0];
+  auto round_up = [](int64_t v, int64_t m) { return (v + m - 1) / m * m; };
+  if (r == 1) {
+    l.threads = gs::Dim{first};
+    l.block = gs::Dim{bx};
+    l.superblock = gs::Dim{round_up(share(first, devices, 1), bx)};
+  } else if (r == 2) {
+    l.threads = gs::Dim{last, first};
+    l.block = gs::Dim{bx, by};
+    l.superblock = gs::Dim{round_up(last, bx), round_up(share(first, devices, 1), by)};
+  } else {
+    l.threads = gs::Dim{last, a.shape[1], first};
+    l.block = gs::Dim{bx, 1, 1};
+    l.superblock = gs::Dim{round_up(last, bx), a.shape[1], share(first, devices, 1)};
+  }
+  for (int ax = 0; ax < r; ++ax) l.scalars.push_back(int64_t(a.shape[ax]));
+  l.scalars.push_back(a.gen.seed);
+  l.scalars.push_back(a.gen.lo);
+  l.scalars.push_back(a.gen.hi);
+  return l;
+}
+
+std::vector<unsigned char> generated_on_host(const ArraySpec& a) {
+  const std::size_t n = std::size_t(a.shape.volume());
+  const Generator g = a.gen;
+  auto unit = [g](std::size_t i) { return double(mix(g.seed ^ mix(i)) >> 11) * 0x1.0p-53; };
+  if (g.kind == Generator::Kind::real)
+    return bytes_of(
+        generate<float>(n, [&](std::size_t i) { return float(g.lo + (g.hi - g.lo) * unit(i)); }));
+  return bytes_of(generate<int32_t>(n, [&](std::size_t i) { return int32_t(unit(i) * g.hi); }));
+}
 
 std::vector<std::string> benchmark_names() {
   return {"md5",  "nbody", "correlator",   "kmeans",   "hotspot",

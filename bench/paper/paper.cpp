@@ -81,9 +81,24 @@ Timing run_gridspan(const Spec& spec, int gpus, std::size_t device_memory, int r
     kernels[k.function] =
         ctx.compile(gs::KernelDef::from_source(k.source, k.function).annotate(k.annotation));
   std::map<std::string, AnyArray> arrays;
+  std::map<std::string, gs::Kernel> generators;
   for (const auto& a : spec.arrays) {
     auto it = arrays.emplace(a.name, create(ctx, a)).first;
     if (!a.init.empty()) gs::detail::array_write(handle(it->second), a.init.data(), a.init.size());
+    if (a.gen.kind == Generator::Kind::none) continue;
+    const std::string fn = generator_function(a);
+    if (!generators.count(fn))
+      generators[fn] = ctx.compile(gs::KernelDef::from_source(generator_source(), fn)
+                                       .annotate(generator_annotation(a.shape.rank())));
+    const GeneratorLaunch l = generator_launch(a, ctx.device_count());
+    std::vector<gs::detail::LaunchArg> args;
+    for (const auto& v : l.scalars)
+      std::visit([&](const auto& x) { args.push_back(gs::detail::make_arg(x)); }, v);
+    gs::detail::LaunchArg out;
+    out.array = &handle(it->second);
+    out.dtype = a.dtype;
+    args.push_back(out);
+    generators[fn].launch_packed(l.threads, l.block, gs::work::tiles(l.superblock), args);
   }
   ctx.synchronize();
   auto run_once = [&] {
@@ -256,6 +271,35 @@ Timing run_baseline(Direct& gpu, const Spec& spec, int runs) {
     }
     ptr[a.name] = p;
     info[a.name] = &a;
+    if (a.gen.kind != Generator::Kind::none) {
+      KernelSpec k{
+          generator_function(a), generator_source(), generator_annotation(a.shape.rank()), {}};
+      const GeneratorLaunch l = generator_launch(a, 1);
+      std::vector<unsigned char> scalars(l.scalars.size() * 8);
+      std::vector<void*> params;
+      for (std::size_t i = 0; i < l.scalars.size(); ++i) {
+        std::visit([&](const auto& x) { std::memcpy(&scalars[i * 8], &x, sizeof x); },
+                   l.scalars[i]);
+        params.push_back(&scalars[i * 8]);
+      }
+      GsArrayArg g;
+      std::memset(&g, 0, sizeof g);
+      g.data = reinterpret_cast<void*>(p);
+      g.rank = a.shape.rank();
+      g.elem_size = int32_t(dtype_size(a.dtype));
+      for (int ax = 0; ax < 3; ++ax) g.extent[ax] = g.region_hi[ax] = a.shape.get(ax);
+      params.push_back(&g);
+      unsigned grid[3], block[3];
+      for (int ax = 0; ax < 3; ++ax) {
+        block[ax] = unsigned(l.block.get(ax));
+        grid[ax] = unsigned(std::min<int64_t>(
+            (l.threads.get(ax) + l.block.get(ax) - 1) / l.block.get(ax), ax ? 65535 : 0x7FFFFFFF));
+      }
+      ck(api.cuLaunchKernel(gpu.function(k), grid[0], grid[1], grid[2], block[0], block[1],
+                            block[2], 0, gpu.stream(), params.data(), nullptr),
+         "generating an input");
+      ck(api.cuStreamSynchronize(gpu.stream()), "generating an input");
+    }
   }
   std::map<std::string, const KernelSpec*> kspec;
   std::map<std::string, CUfunction> fn;
@@ -365,6 +409,68 @@ std::vector<int> parse_ints(const std::string& text) {
   return out;
 }
 
+// The generators through gridspan on 3 cpu devices, against the host's values: every rank
+// and kind, shapes that do not divide evenly.
+int check_generators_on_cpu() {
+  gs::Config c = gs::Config::from_env();
+  c.backend = "cpu";
+  c.cpu_devices = 3;
+  gs::Context ctx(c);
+  std::mt19937_64 g(99);
+  std::vector<ArraySpec> arrays = {{"r1",
+                                    DType::f32,
+                                    gs::Dim{1000},
+                                    [](int) { return gs::dist::rows(300); },
+                                    {},
+                                    {Generator::Kind::real, g(), -2, 5}},
+                                   {"r2",
+                                    DType::f32,
+                                    gs::Dim{77, 5},
+                                    [](int) { return gs::dist::rows(20); },
+                                    {},
+                                    {Generator::Kind::real, g(), 0, 1}},
+                                   {"r3",
+                                    DType::f32,
+                                    gs::Dim{7, 9, 300},
+                                    [](int) { return gs::dist::rows(2); },
+                                    {},
+                                    {Generator::Kind::real, g(), 10, 20}},
+                                   {"i1",
+                                    DType::i32,
+                                    gs::Dim{999},
+                                    [](int) { return gs::dist::rows(100); },
+                                    {},
+                                    {Generator::Kind::integer, g(), 0, 12345}},
+                                   {"i2",
+                                    DType::i32,
+                                    gs::Dim{5, 3001},
+                                    [](int) { return gs::dist::replicated(); },
+                                    {},
+                                    {Generator::Kind::integer, g(), 0, 7}}};
+  int bad = 0;
+  for (const auto& a : arrays) {
+    auto arr = create(ctx, a);
+    auto k = ctx.compile(gs::KernelDef::from_source(generator_source(), generator_function(a))
+                             .annotate(generator_annotation(a.shape.rank())));
+    const GeneratorLaunch l = generator_launch(a, ctx.device_count());
+    std::vector<gs::detail::LaunchArg> args;
+    for (const auto& v : l.scalars)
+      std::visit([&](const auto& x) { args.push_back(gs::detail::make_arg(x)); }, v);
+    gs::detail::LaunchArg out;
+    out.array = &handle(arr);
+    out.dtype = a.dtype;
+    args.push_back(out);
+    k.launch_packed(l.threads, l.block, gs::work::tiles(l.superblock), args);
+    std::vector<unsigned char> got(a.bytes());
+    gs::detail::array_read(handle(arr), got.data(), got.size());
+    const bool ok = got == generated_on_host(a);
+    fmt::print("{} {}: {}\n", a.name, a.shape.str(),
+               ok ? "equal to the host's values" : "DIFFERENT");
+    bad += !ok;
+  }
+  return bad ? 1 : 0;
+}
+
 }  // namespace
 }  // namespace gridspan::bench
 
@@ -380,9 +486,12 @@ int main(int argc, char** argv) {
   app.add_option("--runs", runs, "timed runs (after one warm-up)");
   app.add_flag("--out-of-core", ooc, "also run on 1 GPU with device memory at half the data");
   app.add_option("--json", json_path, "write every figure here");
-  bool dry = false;
+  bool dry = false, check_generators = false;
   app.add_flag("--dry-run", dry, "only parse every kernel's signature and annotation");
+  app.add_flag("--check-generators", check_generators,
+               "run the input generators on the cpu backend and compare them with the host");
   CLI11_PARSE(app, argc, argv);
+  if (check_generators) return check_generators_on_cpu();
   if (dry) {
     try {
       for (const auto& name : benchmark_names())
@@ -399,6 +508,19 @@ int main(int argc, char** argv) {
           fmt::print("{}: {} parameters, annotation ok, compiles for sm_90\n", k.function,
                      params.size());
         }
+      for (const char* fn : {"gen_real1", "gen_real2", "gen_real3", "gen_int1", "gen_int2"}) {
+        const int rank = fn[std::strlen(fn) - 1] - '0';
+        KernelSpec k{fn, generator_source(), generator_annotation(rank), {}};
+        auto params = gridspan::annotation::parse_signature(k.source, k.function);
+        gridspan::annotation::Annotation::parse(k.annotation, params, {}).validate(params);
+        gridspan::backend::KernelSource src;
+        src.name = k.function;
+        src.source = k.source;
+        src.params = params;
+        gridspan::backend::cuda::compile_cubin(src, 90, "");
+        baseline_cubin(k, 90);
+        fmt::print("{}: compiles for sm_90\n", fn);
+      }
     } catch (const std::exception& e) {
       fmt::print(stderr, "bench_paper: {}\n", e.what());
       return 1;

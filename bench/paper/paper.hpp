@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <random>
@@ -18,6 +19,15 @@ namespace gridspan::bench {
 
 namespace gs = gridspan;
 
+/// Inputs made on the GPU, so that data of any size needs no host copy: element i (row-major)
+/// is lo + (hi - lo) * u(seed, i) for floats, u(seed, i) * hi truncated for integers, with u a
+/// counter-based hash in [0, 1). The plain program and gridspan run the same kernels.
+struct Generator {
+  enum class Kind { none, real, integer } kind = Kind::none;
+  uint64_t seed = 0;
+  double lo = 0, hi = 1;
+};
+
 struct ArraySpec {
   std::string name;
   DType dtype = DType::f32;
@@ -25,8 +35,22 @@ struct ArraySpec {
   /// The array's distribution for `devices` devices.
   std::function<gs::DataDistribution(int devices)> dist;
   std::vector<unsigned char> init;  // host data (row-major); empty: left uninitialised
+  Generator gen;                    // or made on the GPU
   std::size_t bytes() const { return std::size_t(shape.volume()) * dtype_size(dtype); }
 };
+
+/// The generator kernels (gen_real1..3, gen_int1..3) and how to launch one for `a`.
+const char* generator_source();
+std::string generator_function(const ArraySpec& a);
+std::string generator_annotation(int rank);
+/// Threads, block and arguments (after the array itself) of the generator launch for `a`.
+struct GeneratorLaunch {
+  gs::Dim threads, block, superblock;
+  std::vector<std::variant<int64_t, uint64_t, double>> scalars;
+};
+GeneratorLaunch generator_launch(const ArraySpec& a, int devices);
+/// What the generator makes for `a`, computed on the host (for checks at small sizes).
+std::vector<unsigned char> generated_on_host(const ArraySpec& a);
 
 struct KernelSpec {
   std::string function;
