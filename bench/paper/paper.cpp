@@ -68,6 +68,29 @@ const gs::detail::ArrayHandle& handle(const AnyArray& a) {
   return std::visit([](const auto& x) -> const gs::detail::ArrayHandle& { return x.handle(); }, a);
 }
 
+gs::detail::LaunchArg array_arg(const AnyArray& a) {
+  gs::detail::LaunchArg la;
+  la.array = &handle(a);
+  la.dtype = gs::detail::array_dtype(*la.array);
+  return la;
+}
+
+// Fills `arr` (spec `a`) with its generator through gridspan; `kernels` keeps the compiled
+// generators between arrays.
+void generate(gs::Context& ctx, std::map<std::string, gs::Kernel>& kernels, const ArraySpec& a,
+              const AnyArray& arr) {
+  const std::string fn = generator_function(a);
+  if (!kernels.count(fn))
+    kernels[fn] = ctx.compile(gs::KernelDef::from_source(generator_source(), fn)
+                                  .annotate(generator_annotation(a.shape.rank())));
+  const GeneratorLaunch l = generator_launch(a, ctx.device_count());
+  std::vector<gs::detail::LaunchArg> args;
+  for (const auto& v : l.scalars)
+    std::visit([&](const auto& x) { args.push_back(gs::detail::make_arg(x)); }, v);
+  args.push_back(array_arg(arr));
+  kernels[fn].launch_packed(l.threads, l.block, gs::work::tiles(l.superblock), args);
+}
+
 Timing run_gridspan(const Spec& spec, int gpus, std::size_t device_memory, int runs) {
   gs::Config c = gs::Config::from_env();
   c.backend = "cuda";
@@ -85,20 +108,7 @@ Timing run_gridspan(const Spec& spec, int gpus, std::size_t device_memory, int r
   for (const auto& a : spec.arrays) {
     auto it = arrays.emplace(a.name, create(ctx, a)).first;
     if (!a.init.empty()) gs::detail::array_write(handle(it->second), a.init.data(), a.init.size());
-    if (a.gen.kind == Generator::Kind::none) continue;
-    const std::string fn = generator_function(a);
-    if (!generators.count(fn))
-      generators[fn] = ctx.compile(gs::KernelDef::from_source(generator_source(), fn)
-                                       .annotate(generator_annotation(a.shape.rank())));
-    const GeneratorLaunch l = generator_launch(a, ctx.device_count());
-    std::vector<gs::detail::LaunchArg> args;
-    for (const auto& v : l.scalars)
-      std::visit([&](const auto& x) { args.push_back(gs::detail::make_arg(x)); }, v);
-    gs::detail::LaunchArg out;
-    out.array = &handle(it->second);
-    out.dtype = a.dtype;
-    args.push_back(out);
-    generators[fn].launch_packed(l.threads, l.block, gs::work::tiles(l.superblock), args);
+    if (a.gen.kind != Generator::Kind::none) generate(ctx, generators, a, it->second);
   }
   ctx.synchronize();
   auto run_once = [&] {
@@ -110,10 +120,7 @@ Timing run_gridspan(const Spec& spec, int gpus, std::size_t device_memory, int r
       std::vector<gs::detail::LaunchArg> args;
       for (const auto& arg : s.args) {
         if (auto* name = std::get_if<std::string>(&arg)) {
-          gs::detail::LaunchArg la;
-          la.array = &handle(arrays.at(*name));
-          la.dtype = gs::detail::array_dtype(*la.array);
-          args.push_back(la);
+          args.push_back(array_arg(arrays.at(*name)));
         } else {
           std::visit(
               [&](const auto& v) {
@@ -303,9 +310,11 @@ Timing run_baseline(Direct& gpu, const Spec& spec, int runs) {
   }
   std::map<std::string, const KernelSpec*> kspec;
   std::map<std::string, CUfunction> fn;
+  std::map<std::string, std::vector<annotation::ParamInfo>> signature;  // read once, not per run
   for (const auto& k : spec.kernels) {
     kspec[k.function] = &k;
     fn[k.function] = gpu.function(k);
+    signature[k.function] = annotation::parse_signature(k.source, k.function);
   }
   auto run_once = [&] {
     for (const auto& s : spec.steps) {
@@ -315,7 +324,7 @@ Timing run_baseline(Direct& gpu, const Spec& spec, int runs) {
         continue;
       }
       const KernelSpec& k = *kspec.at(s.kernel);
-      auto params = annotation::parse_signature(k.source, k.function);
+      const auto& params = signature.at(s.kernel);
       std::vector<GsArrayArg> arrays(s.args.size());
       std::vector<unsigned char> scalars(s.args.size() * 8);
       std::vector<void*> p(s.args.size());
@@ -448,19 +457,10 @@ int check_generators_on_cpu() {
                                     {},
                                     {Generator::Kind::integer, g(), 0, 7}}};
   int bad = 0;
+  std::map<std::string, gs::Kernel> kernels;
   for (const auto& a : arrays) {
     auto arr = create(ctx, a);
-    auto k = ctx.compile(gs::KernelDef::from_source(generator_source(), generator_function(a))
-                             .annotate(generator_annotation(a.shape.rank())));
-    const GeneratorLaunch l = generator_launch(a, ctx.device_count());
-    std::vector<gs::detail::LaunchArg> args;
-    for (const auto& v : l.scalars)
-      std::visit([&](const auto& x) { args.push_back(gs::detail::make_arg(x)); }, v);
-    gs::detail::LaunchArg out;
-    out.array = &handle(arr);
-    out.dtype = a.dtype;
-    args.push_back(out);
-    k.launch_packed(l.threads, l.block, gs::work::tiles(l.superblock), args);
+    generate(ctx, kernels, a, arr);
     std::vector<unsigned char> got(a.bytes());
     gs::detail::array_read(handle(arr), got.data(), got.size());
     const bool ok = got == generated_on_host(a);

@@ -238,6 +238,31 @@ struct MemoryManager::Impl {
     c.host_copy = nullptr;
   }
 
+  // The unified model: the chunk's only block leaves one space for the other without being
+  // copied or freed (both pools draw on one allocator), keeping its address and bytes.
+  void move_block(Chunk& c, bool to_host) {
+    DeviceSpace& d = *devices[c.device];
+    if (to_host) {
+      void* p = c.device_copy;
+      d.pool.forget(c.bytes);
+      d.usage.remove(c.block);
+      d.lru.erase(c.device_lru);
+      c.device_copy = nullptr;
+      d.host_pool.adopt(c.bytes);
+      host.add(c.block);
+      attach_host(c, p);
+    } else {
+      void* p = c.host_copy;
+      d.host_pool.forget(c.bytes);
+      host.remove(c.block);
+      host_lru.erase(c.host_lru);
+      c.host_copy = nullptr;
+      d.pool.adopt(c.bytes);
+      d.usage.add(c.block);
+      attach_device(c, p);
+    }
+  }
+
   void drop_disk(Chunk& c) {
     if (!c.on_disk) return;
     spill.remove(c.id);
@@ -347,14 +372,7 @@ struct MemoryManager::Impl {
     if (!host_has_room) return free_host_step(lock, c.block, &task);
     if (d.device->unified()) {
       // One address space: the block changes space; the data stays where it is.
-      void* p = c.device_copy;
-      d.pool.forget(c.bytes);
-      d.usage.remove(c.block);
-      d.lru.erase(c.device_lru);
-      c.device_copy = nullptr;
-      d.host_pool.adopt(c.bytes);
-      host.add(c.block);
-      attach_host(c, p);
+      move_block(c, /*to_host=*/true);
       d.usage.spilled += c.block;
       return;
     }
@@ -389,17 +407,7 @@ struct MemoryManager::Impl {
       return;
     }
     if (d.usage.used + c.block > d.usage.limit) return free_device_step(lock, d, task);
-    if (d.device->unified() && c.host_copy) {
-      // One address space: the host block joins the device space as it is.
-      void* p = c.host_copy;
-      d.host_pool.forget(c.bytes);
-      host.remove(c.block);
-      host_lru.erase(c.host_lru);
-      c.host_copy = nullptr;
-      d.pool.adopt(c.bytes);
-      d.usage.add(c.block);
-      return attach_device(c, p);
-    }
+    if (d.device->unified() && c.host_copy) return move_block(c, /*to_host=*/false);
     void* p = allocate_device(c);
     if (!c.host_copy) return attach_device(c, p);  // fresh memory: no data yet
     const void* from = c.host_copy;

@@ -82,10 +82,11 @@ class CudaKernel final : public CompiledKernel {
     for (std::size_t p = 0; p < n; ++p)
       params[p + 1] = launch.scalars[p] ? const_cast<void*>(launch.scalars[p])
                                         : const_cast<GsArrayArg*>(&launch.arrays[p]);
-    dev.launch(loop ? loop_functions_[d] : functions_[d], grid, block, params,
-               fmt::format("kernel `{}` on the superblock of blocks [{}..{}) x [{}..{}) x [{}..{})",
-                           name_, h.block_lo[0], launch.block_hi[0], h.block_lo[1],
-                           launch.block_hi[1], h.block_lo[2], launch.block_hi[2]));
+    LaunchLabel label;
+    label.kernel = &name_;
+    for (int ax = 0; ax < 3; ++ax)
+      label.lo[ax] = launch.block_lo[ax], label.hi[ax] = launch.block_hi[ax];
+    dev.launch(loop ? loop_functions_[d] : functions_[d], grid, block, params, label);
   }
 
  private:

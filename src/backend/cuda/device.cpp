@@ -20,7 +20,7 @@ namespace {
 struct Current {
   const CudaDevice* device = nullptr;
   CUstream stream = nullptr;
-  std::string* label = nullptr;
+  LaunchLabel* label = nullptr;
 };
 thread_local Current t_current;
 // The device whose context this thread made current, by id: a primary context released and
@@ -243,7 +243,7 @@ void CudaDevice::copy_from_host(void* device, const void* host, std::size_t byte
 
 void CudaDevice::submit(std::function<void()> work, std::function<void(std::exception_ptr)> done) {
   Lane& lane = *lanes_[next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size()];
-  std::string label = "work";
+  LaunchLabel label;
   std::exception_ptr error;
   CUevent event = nullptr;
   {
@@ -294,7 +294,7 @@ void CudaDevice::completion_loop(Lane& lane) {
             "{} reported {} while running {} (or work queued beside it). The GPU's context "
             "cannot be used after such a fault; end the program and fix the kernel (run it "
             "with GRIDSPAN_CHECK=1 on the cpu backend, or under compute-sanitizer)",
-            name_, describe(r), p.label)));
+            name_, describe(r), p.label.str())));
       }
     }
     p.done(p.error);
@@ -316,19 +316,18 @@ void CudaDevice::synchronize() {
   CUresult r = api_.cuStreamSynchronize(s);
   if (r != CUDA_SUCCESS)
     throw DeviceError(fmt::format("{} reported {} while running {}", name_, describe(r),
-                                  t_current.label ? *t_current.label : "work"));
+                                  t_current.label ? t_current.label->str() : "work"));
 }
 
 void CudaDevice::launch(CUfunction f, const unsigned grid[3], const unsigned block[3],
-                        void** params, std::string label) {
+                        void** params, const LaunchLabel& label) {
   CUstream s = current_stream("a kernel launch");
-  if (t_current.label) *t_current.label = std::move(label);
+  if (t_current.label) *t_current.label = label;
   CUresult r = api_.cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, s,
                                    params, nullptr);
   if (r != CUDA_SUCCESS)
-    throw DeviceError(fmt::format("launching {} on {} failed: {}",
-                                  t_current.label ? *t_current.label : "a kernel", name_,
-                                  describe(r)));
+    throw DeviceError(
+        fmt::format("launching {} on {} failed: {}", label.str(), name_, describe(r)));
 }
 
 bool CudaDevice::enable_peer(const CudaDevice& other) {
@@ -343,12 +342,46 @@ bool CudaDevice::enable_peer(const CudaDevice& other) {
 void CudaDevice::load_builtins(const std::string& cubin) {
   bind();
   check(api_.cuModuleLoadData(&builtins_, cubin.data()), "loading the built-in kernels", name_);
+  auto get = [&](const std::string& name) {
+    CUfunction f = nullptr;
+    check(api_.cuModuleGetFunction(&f, builtins_, name.c_str()), name.c_str(), name_);
+    return f;
+  };
+  for (int k = 0; k < 5; ++k) {
+    copy_[k] = get(fmt::format("gs_copy_{}", 1 << k));
+    fill_[k] = get(fmt::format("gs_fill_{}", 1 << k));
+  }
+  using annotation::ReduceOp;
+  for (DType t : {DType::i8, DType::i16, DType::i32, DType::i64, DType::u8, DType::u16, DType::u32,
+                  DType::u64, DType::f16, DType::bf16, DType::f32, DType::f64})
+    for (ReduceOp op : {ReduceOp::add, ReduceOp::mul, ReduceOp::min, ReduceOp::max,
+                        ReduceOp::bit_and, ReduceOp::bit_or}) {
+      const bool bitwise = op == ReduceOp::bit_and || op == ReduceOp::bit_or;
+      if (!bitwise || !dtype_is_float(t))
+        combine_[{t, op}] = get(fmt::format("gs_combine_{}_{}", dtype_name(t), op_tag(op)));
+    }
 }
 
-CUfunction CudaDevice::builtin(const std::string& name) const {
-  CUfunction f = nullptr;
-  check(api_.cuModuleGetFunction(&f, builtins_, name.c_str()), name.c_str(), name_);
-  return f;
+CUfunction CudaDevice::sized_builtin(const CUfunction (&table)[5], std::size_t elem,
+                                     const char* what) const {
+  for (int k = 0; k < 5; ++k)
+    if (elem == std::size_t(1) << k) return table[k];
+  throw Error(fmt::format("internal error: {} of {}-byte elements", what, elem));
+}
+
+CUfunction CudaDevice::combine_builtin(DType dtype, annotation::ReduceOp op) const {
+  // Booleans combine as bytes, as on the cpu backend.
+  auto it = combine_.find({dtype == DType::boolean ? DType::u8 : dtype, op});
+  if (it == combine_.end())
+    throw Error(fmt::format("internal error: no {} reduction of {} on the GPU",
+                            annotation::op_name(op), dtype_name(dtype)));
+  return it->second;
+}
+
+std::string LaunchLabel::str() const {
+  if (!kernel) return "a copy, fill or reduction";
+  return fmt::format("kernel `{}` on the superblock of blocks [{}..{}) x [{}..{}) x [{}..{})",
+                     *kernel, lo[0], hi[0], lo[1], hi[1], lo[2], hi[2]);
 }
 
 // Geometry of a copy between two boxes through cuMemcpy3D (one call for any box).
@@ -406,7 +439,7 @@ void CudaDevice::copy(void* dst, const Rect& dst_rect, const void* src, const Re
   const bool sized = elem == 1 || elem == 2 || elem == 4 || elem == 8 || elem == 16;
   if (!straight && sized && peer_everywhere_) {
     // A strided box: one kernel, which reads another GPU's memory over peer access.
-    CUfunction f = builtin(fmt::format("gs_copy_{}", elem));
+    CUfunction f = sized_builtin(copy_, elem, "a box copy");
     GsBox box = b;
     void* dp = dst;
     const void* sp = src;
@@ -447,9 +480,7 @@ void CudaDevice::fill(void* dst, const Rect& dst_rect, const Rect& region, const
     check(api_.cuMemsetD8Async(p, 0, std::size_t(volume(b)) * elem, s), "cuMemsetD8Async", name_);
     return;
   }
-  if (elem != 1 && elem != 2 && elem != 4 && elem != 8 && elem != 16)
-    throw Error(fmt::format("internal error: fill of {}-byte elements", elem));
-  CUfunction f = builtin(fmt::format("gs_fill_{}", elem));
+  CUfunction f = sized_builtin(fill_, elem, "a fill");
   alignas(16) unsigned char v[16] = {};
   std::memcpy(v, value, elem);
   GsBox box = b;
@@ -482,9 +513,7 @@ void CudaDevice::combine(void* dst, const Rect& dst_rect, const void* src, const
       src = reinterpret_cast<const void*>(staged);
     }
   }
-  // Booleans combine as bytes (as on the cpu backend); kernels are named after dtype_name.
-  const DType as = dtype == DType::boolean ? DType::u8 : dtype;
-  CUfunction f = builtin(fmt::format("gs_combine_{}_{}", dtype_name(as), op_tag(op)));
+  CUfunction f = combine_builtin(dtype, op);
   GsBox box = make_box(dst_rect, src_rect, region);
   void* dp = dst;
   const void* sp = src;

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -15,6 +16,14 @@
 #include "gridspan/backend/device.hpp"
 
 namespace gridspan::backend::cuda {
+
+/// What a work's last kernel was: kept as numbers on the launch path, written out only when
+/// the GPU reports a fault.
+struct LaunchLabel {
+  const std::string* kernel = nullptr;           // null: no kernel (copies, fills, reductions)
+  int64_t lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};  // the superblock, in blocks
+  std::string str() const;
+};
 
 class CudaDevice final : public Device {
  public:
@@ -52,11 +61,11 @@ class CudaDevice final : public Device {
   CUcontext context() const { return context_; }
   /// Makes this device's context current on the calling thread.
   void bind() const;
-  /// Loads the backend's own kernels (once, before any work).
+  /// Loads the backend's own kernels and looks every one up (once, before any work).
   void load_builtins(const std::string& cubin);
   /// Inside submitted work: launches `f` on the work's stream, labelled for fault messages.
   void launch(CUfunction f, const unsigned grid[3], const unsigned block[3], void** params,
-              std::string label);
+              const LaunchLabel& label);
   /// Peer access to `other` (both ways are asked for separately); false when impossible.
   bool enable_peer(const CudaDevice& other);
 
@@ -65,7 +74,7 @@ class CudaDevice final : public Device {
     CUevent event;
     std::function<void(std::exception_ptr)> done;
     std::exception_ptr error;
-    std::string label;
+    LaunchLabel label;
   };
   struct Lane {
     CUstream stream = nullptr;
@@ -85,7 +94,10 @@ class CudaDevice final : public Device {
                 std::size_t elem_size, CUstream stream);
   void blocking_copy(CUstream stream, const std::function<CUresult()>& queue_copy,
                      const char* what);
-  CUfunction builtin(const std::string& name) const;
+  /// A built-in kernel looked up at load: gs_copy_<bytes>, gs_fill_<bytes>, or the combine
+  /// of `dtype` with `op`; throws when there is none (a bitwise op on floats).
+  CUfunction sized_builtin(const CUfunction (&table)[5], std::size_t elem, const char* what) const;
+  CUfunction combine_builtin(DType dtype, annotation::ReduceOp op) const;
 
   const DriverApi& api_;
   uint64_t id_;  // unique in the process
@@ -101,7 +113,8 @@ class CudaDevice final : public Device {
   std::mutex events_mutex_;
   std::vector<CUevent> events_;
   CUmodule builtins_ = nullptr;
-  std::vector<std::pair<std::string, CUfunction>> builtin_functions_;
+  CUfunction copy_[5] = {}, fill_[5] = {};  // by element size 1, 2, 4, 8, 16
+  std::map<std::pair<DType, annotation::ReduceOp>, CUfunction> combine_;
   std::atomic<std::size_t> allocated_{0};
   bool peer_everywhere_ = true;  // every other device's memory is addressable from kernels
   friend class CudaBackend;
