@@ -158,6 +158,7 @@ Spec nbody(int s, std::mt19937_64& g) {
   p.size_label = fmt::format("n={}", bodies);
   p.unit = "interactions/s";
   p.items = double(bodies) * double(bodies) * 10;
+  p.no_out_of_core = "every task reads all positions, so none can run with half of the data";
   p.compute_bound = true;
   p.kernels = {
       {"nbody", kNbody, "global i => write out[i, :], readwrite vel[i, :], read pos[:, :]", {}}};
@@ -310,10 +311,6 @@ Spec spmv(int s, std::mt19937_64& g) {
   p.items = double(n) * width * 10;
   p.kernels = {
       {"spmv", kSpmv, "global i => write y[i], read vals[:, i], read cols[:, i], read x[:]", {}}};
-  const uint64_t seed = g();
-  std::vector<int32_t> cols = generate<int32_t>(std::size_t(n) * width, [=](std::size_t i) {
-    return int32_t(mix(seed ^ mix(i)) % uint64_t(n));
-  });
   auto by_columns = [n, width](int d) {
     return gs::dist::tiles(gs::Dim{width, share(n, d, 1024)});
   };
@@ -340,7 +337,7 @@ const char* kKmeans = R"(
 #define K 40
 #define F 4
 __device__ void kmeans_assign(dim3 blockIdx, int64_t n, gridspan::Vector<int> label,
-                              gridspan::Matrix<float> sums, gridspan::Vector<unsigned int> counts,
+                              gridspan::Matrix<double> sums, gridspan::Vector<unsigned int> counts,
                               const gridspan::Matrix<float> pts, const gridspan::Matrix<float> centres) {
   __shared__ float c[K * F], s[K * F];
   __shared__ unsigned int m[K];
@@ -363,15 +360,15 @@ __device__ void kmeans_assign(dim3 blockIdx, int64_t n, gridspan::Vector<int> la
     atomicAdd(&m[best], 1u);
   }
   __syncthreads();
-  for (int t = threadIdx.x; t < K * F; t += blockDim.x) sums.reduce(t / F, t % F, s[t]);
+  for (int t = threadIdx.x; t < K * F; t += blockDim.x) sums.reduce(t / F, t % F, double(s[t]));
   for (int t = threadIdx.x; t < K; t += blockDim.x) counts.reduce(t, m[t]);
 }
 __device__ void kmeans_update(dim3 blockIdx, gridspan::Matrix<float> centres,
-                              const gridspan::Matrix<float> sums, const gridspan::Vector<unsigned int> counts) {
+                              const gridspan::Matrix<double> sums, const gridspan::Vector<unsigned int> counts) {
   int k = threadIdx.x;
   if (k >= K) return;
   for (int f = 0; f < F; ++f)
-    if (counts[k] > 0) centres(k, f) = sums(k, f) / float(counts[k]);
+    if (counts[k] > 0) centres(k, f) = float(sums(k, f) / double(counts[k]));
 }
 )";
 
@@ -384,7 +381,8 @@ Spec kmeans(int s, std::mt19937_64& g) {
   p.items = double(n) * 5;
   p.compute_bound = true;
   // Float sums through shared-memory atomics: their order varies run to run, and a point
-  // near two centres may switch between them.
+  // near two centres may switch between them. The sums over all points are doubles: a
+  // float total of 2^31 points loses whole block partials to rounding.
   p.tolerance = 1e-3;
   p.kernels = {{"kmeans_assign",
                 kKmeans,
@@ -401,7 +399,7 @@ Spec kmeans(int s, std::mt19937_64& g) {
   p.arrays = {{"pts", DType::f32, gs::Dim{n, 4}, rows, {}, gpu_real(g, 0, 100)},
               {"label", DType::i32, dim1(n), rows, {}},
               {"centres", DType::f32, gs::Dim{40, 4}, all, bytes_of(centres)},
-              {"sums", DType::f32, gs::Dim{40, 4}, all, {}},
+              {"sums", DType::f64, gs::Dim{40, 4}, all, {}},
               {"counts", DType::u32, dim1(40), all, {}}};
   for (int it = 0; it < 5; ++it) {
     p.steps.push_back({"kmeans_assign",
@@ -512,6 +510,7 @@ Spec md5(int s, std::mt19937_64& g) {
   p.unit = "keys/s";
   p.items = double(n);
   p.compute_bound = true;
+  p.no_out_of_core = "no data: the keys are made in the kernel";
   p.kernels = {{"md5search", kMd5, "global i => reduce(min) found", {{"found", {0xFF, GS_MIN}}}}};
   p.arrays = {{"found", DType::u32, gs::Dim{}, [](int) { return gs::dist::replicated(); }, {}}};
   const int64_t threads = (n + 15) / 16;
@@ -594,7 +593,7 @@ Spec correlator(int s, std::mt19937_64& g) {
 const char* kCocluster = R"(
 #define KR 8
 #define LC 8
-__device__ void cc_sums(dim3 blockIdx, int m, int n, gridspan::Matrix<float> s, gridspan::Matrix<float> cnt,
+__device__ void cc_sums(dim3 blockIdx, int m, int n, gridspan::Matrix<double> s, gridspan::Matrix<double> cnt,
                         const gridspan::Matrix<float> z, const gridspan::Vector<int> rl,
                         const gridspan::Vector<int> cl) {
   __shared__ float ps[KR * LC], pc[KR * LC];
@@ -607,16 +606,16 @@ __device__ void cc_sums(dim3 blockIdx, int m, int n, gridspan::Matrix<float> s, 
     atomicAdd(&pc[rl[i] * LC + cl[j]], 1.0f);
   }
   __syncthreads();
-  if (t < KR * LC) s.reduce(t / LC, t % LC, ps[t]), cnt.reduce(t / LC, t % LC, pc[t]);
+  if (t < KR * LC) s.reduce(t / LC, t % LC, double(ps[t])), cnt.reduce(t / LC, t % LC, double(pc[t]));
 }
-__device__ inline float cc_mean(const gridspan::Matrix<float>& s, const gridspan::Matrix<float>& cnt,
+__device__ inline float cc_mean(const gridspan::Matrix<double>& s, const gridspan::Matrix<double>& cnt,
                                 int r, int c) {
-  float k = cnt(r, c);
-  return k > 0.0f ? s(r, c) / k : 0.0f;
+  double k = cnt(r, c);
+  return k > 0.0 ? float(s(r, c) / k) : 0.0f;
 }
 __device__ void cc_rowcost(dim3 blockIdx, int m, int n, gridspan::Matrix<float> cost,
                            const gridspan::Matrix<float> z, const gridspan::Vector<int> cl,
-                           const gridspan::Matrix<float> s, const gridspan::Matrix<float> cnt) {
+                           const gridspan::Matrix<double> s, const gridspan::Matrix<double> cnt) {
   __shared__ float mean[KR * LC];
   const int t = threadIdx.y * blockDim.x + threadIdx.x;
   if (t < KR * LC) mean[t] = cc_mean(s, cnt, t / LC, t % LC);
@@ -633,7 +632,7 @@ __device__ void cc_rowcost(dim3 blockIdx, int m, int n, gridspan::Matrix<float> 
 }
 __device__ void cc_colcost(dim3 blockIdx, int m, int n, gridspan::Matrix<float> cost,
                            const gridspan::Matrix<float> z, const gridspan::Vector<int> rl,
-                           const gridspan::Matrix<float> s, const gridspan::Matrix<float> cnt) {
+                           const gridspan::Matrix<double> s, const gridspan::Matrix<double> cnt) {
   __shared__ float mean[KR * LC];
   __shared__ float part[8][32];
   const int t = threadIdx.y * blockDim.x + threadIdx.x;
@@ -704,8 +703,8 @@ Spec cocluster(int s, std::mt19937_64& g) {
   p.arrays = {{"z", DType::f32, gs::Dim{m, n}, rows, bytes_of(z)},
               {"rl", DType::i32, dim1(m), vrows, bytes_of(rl)},
               {"cl", DType::i32, dim1(n), all, bytes_of(cl)},
-              {"s", DType::f32, gs::Dim{8, 8}, all, {}},
-              {"cnt", DType::f32, gs::Dim{8, 8}, all, {}},
+              {"s", DType::f64, gs::Dim{8, 8}, all, {}},  // doubles: a float count stops at 2^24
+              {"cnt", DType::f64, gs::Dim{8, 8}, all, {}},
               {"rcost", DType::f32, gs::Dim{m, 8}, vrows, {}},
               {"ccost", DType::f32, gs::Dim{n, 8}, all, {}}};
   auto slabs = [m, n](int d) { return gs::work::tiles(gs::Dim{n, share(m, d, 64)}); };

@@ -95,6 +95,7 @@ struct Spec {
   double tolerance = 0;                 // relative, for float outputs; 0: bitwise equal
   std::vector<unsigned char> expected;  // the output known in advance (else: the baseline's)
   bool compute_bound = false;
+  std::string no_out_of_core;  // why an out-of-core run makes no sense, if it does not
   std::size_t bytes() const {
     std::size_t b = 0;
     for (const auto& a : arrays) b += a.bytes();

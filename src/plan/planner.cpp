@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -380,6 +382,33 @@ struct ChunkIndex {
   }
 };
 
+// A read-only temporary shared within a launch: its array, device and region.
+struct SharedKey {
+  const ArrayMeta* array;
+  int device;
+  Rect region;
+  bool operator==(const SharedKey& o) const {
+    return array == o.array && device == o.device && region == o.region;
+  }
+};
+
+struct SharedKeyHash {
+  std::size_t operator()(const SharedKey& k) const {
+    std::size_t h = std::hash<const void*>()(k.array) ^ (std::size_t(k.device) << 48);
+    for (int ax = 0; ax < 3; ++ax) {
+      h = h * 1000003 + std::size_t(k.region.lo[ax]);
+      h = h * 1000003 + std::size_t(k.region.hi[ax]);
+    }
+    return h;
+  }
+};
+
+struct SharedRead {
+  ChunkRef ref;
+  std::vector<TaskId> ready;    // its creation and assembly: what a reader waits for
+  std::vector<TaskId> readers;  // the executes that read it
+};
+
 }  // namespace
 
 struct Planner::LaunchState {
@@ -488,6 +517,15 @@ Plan Planner::launch(const LaunchSpec& spec) {
     return id;
   };
 
+  // Read-only temporaries are shared by the superblocks of a device that read the same
+  // region of an array this launch does not change (GEMM's B: assembled once per device,
+  // not once per superblock); each goes when its last reader is done.
+  std::unordered_set<const ArrayMeta*> changed;
+  for (std::size_t s = 0; s < spec.superblocks.size(); ++s)
+    for (const Access& acc : accesses[s])
+      if (acc.mode != Mode::read && !acc.region.empty()) changed.insert(spec.arrays[acc.param]);
+  std::unordered_map<SharedKey, SharedRead, SharedKeyHash> shared;
+
   std::vector<int> direct(np);
   std::vector<std::pair<ChunkRef, TaskId>> temp(np);
   for (std::size_t s = 0; s < spec.superblocks.size(); ++s) {
@@ -564,9 +602,20 @@ Plan Planner::launch(const LaunchSpec& spec) {
         continue;
       }
       // Otherwise a temporary on this device, assembled from the chunks that hold it.
+      const bool shareable = acc.mode == Mode::read && !changed.count(a);
+      const SharedKey key{a, dev, acc.region};
+      if (shareable) {
+        if (auto it = shared.find(key); it != shared.end()) {
+          arg.chunk = it->second.ref;
+          exec.deps.insert(exec.deps.end(), it->second.ready.begin(), it->second.ready.end());
+          it->second.readers.push_back(exec.id);
+          continue;
+        }
+      }
+      const std::size_t ready_from = exec.deps.size();
       auto [ref, created] = new_temp(acc.region, dev, a->elem_size);
       arg.chunk = ref;
-      temp[p] = {ref, created};
+      if (!shareable) temp[p] = {ref, created};
       exec.deps.push_back(created);
       // Written temporaries are assembled too, so elements the kernel leaves alone keep
       // their values when scattered back (as they would in a chunk used in place).
@@ -590,6 +639,11 @@ Plan Planner::launch(const LaunchSpec& spec) {
           }
         }
       }
+      if (shareable)
+        shared.emplace(
+            key,
+            SharedRead{
+                ref, {exec.deps.begin() + std::ptrdiff_t(ready_from), exec.deps.end()}, {exec.id}});
     }
 
     // Dependencies of the chunks used in place, then their records.
@@ -647,6 +701,8 @@ Plan Planner::launch(const LaunchSpec& spec) {
         add_delete(temp[p].first.id, sb.device, {exec_id});
     }
   }
+
+  for (auto& [key, read] : shared) add_delete(read.ref.id, key.device, std::move(read.readers));
 
   // Pass 3: atomic partials (one per device, shared by that device's superblocks).
   for (int p = 0; p < np; ++p) {

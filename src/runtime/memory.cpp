@@ -1,6 +1,11 @@
 // The worker's memory manager: chunk copies in device, host and disk spaces, pooled
-// allocations, all-or-nothing staging with pins, LRU eviction one level up and bring-back
-// on demand. Policy (see DESIGN.md "Memory"):
+// allocations, all-or-nothing staging with pins, eviction one level up and bring-back on
+// demand. Policy (see DESIGN.md "Memory"):
+// - The device evicts by the queued tasks' announced uses: a chunk no queued task uses goes
+//   first (least recently used first), else the one whose next use comes last (Belady's
+//   rule over the tasks submitted so far). A sweep over more data than fits then keeps
+//   part of it resident from one pass to the next, where LRU would evict each chunk just
+//   before its next use.
 // - A chunk's copies are kept coherent by validity: a copy exists only while it holds the
 //   chunk's current data. A task that writes a chunk drops its host and disk copies when
 //   it is staged (they are stale from then on) and again when it is unstaged.
@@ -40,6 +45,9 @@ using detail::SpillStore;
 namespace {
 
 constexpr std::size_t kUnbounded = std::numeric_limits<std::size_t>::max();
+// Tasks a device may have staged ahead and still evict chunks announced tasks need for the
+// next one: two keep a copy in flight beside the running task.
+constexpr int kEvictionLookahead = 2;
 
 struct Chunk {
   ChunkId id = 0;
@@ -50,6 +58,7 @@ struct Chunk {
   void* host_copy = nullptr;
   bool on_disk = false;
   int pins = 0;                            // tasks using the chunk now, staged or being staged
+  std::vector<uint64_t> next_uses;         // announced tasks that will use it, in id order
   bool moving = false;                     // a copy or file I/O of the chunk runs without the mutex
   std::list<Chunk*>::iterator device_lru;  // in its device's LRU while device_copy is set
   std::list<Chunk*>::iterator host_lru;    // in the host LRU while host_copy is set
@@ -116,6 +125,9 @@ struct MemoryManager::Impl {
   Usage disk;
   SpillStore spill;
   std::unordered_map<ChunkId, std::unique_ptr<Chunk>> chunks;
+  // Announced uses of chunks not created yet (a task may be submitted with its chunk's
+  // CreateChunk in one batch).
+  std::unordered_map<ChunkId, std::vector<uint64_t>> early_uses;
 
   // Staged chunks for data() and bytes(), under their own mutex, which is never held
   // while copying: executors are not held up by a spill in progress. Taken after `mutex`.
@@ -353,16 +365,35 @@ struct MemoryManager::Impl {
         [] {});  // the host copy stays valid
   }
 
-  // One step towards room on device `d`: moves its least recently used chunk that no task
-  // pins (or is staging) off it, to the host unless a valid host copy is there already or
-  // the chunk is safe on disk and the host space would have to evict to take it.
+  // The device copy to evict next among those no task pins or is staging: the least
+  // recently used one that no announced task needs, else the one needed last.
+  Chunk* device_victim(const DeviceSpace& d, const TaskChunks& task) const {
+    Chunk* victim = nullptr;
+    for (Chunk* c : d.lru) {
+      if (c->pins > 0 || c->moving || task.members.count(c)) continue;
+      if (c->next_uses.empty()) return c;
+      if (!victim || c->next_uses.front() > victim->next_uses.front()) victim = c;
+    }
+    return victim;
+  }
+
+  static void add_use(std::vector<uint64_t>& uses, uint64_t task) {
+    uses.insert(std::upper_bound(uses.begin(), uses.end(), task), task);  // usually at the end
+  }
+
+  static void remove_use(std::vector<uint64_t>& uses, uint64_t task) {
+    auto it = std::lower_bound(uses.begin(), uses.end(), task);  // usually the first
+    if (it != uses.end() && *it == task) uses.erase(it);
+  }
+
+  // One step towards room on device `d`: moves the chunk device_victim picks off it, to the host
+  // unless a valid host copy is there already or the chunk is safe on disk and the host space would
+  // have to evict to take it.
   void free_device_step(std::unique_lock<std::mutex>& lock, DeviceSpace& d,
                         const TaskChunks& task) {
-    auto it = std::find_if(d.lru.begin(), d.lru.end(), [&](const Chunk* c) {
-      return c->pins == 0 && !c->moving && task.members.count(c) == 0;
-    });
-    if (it == d.lru.end()) return wait_for_transit(lock, d.device->name());
-    Chunk& c = **it;
+    Chunk* victim = device_victim(d, task);
+    if (!victim) return wait_for_transit(lock, d.device->name());
+    Chunk& c = *victim;
     auto evicted = [&] {
       drop_device(c);
       d.usage.spilled += c.block;
@@ -471,7 +502,17 @@ struct MemoryManager::Impl {
   // Phase 1 (mutex held): admission, then the task's chunks are pinned, which reserves
   // their space and keeps them from being evicted or destroyed. Phase 2: the copies and
   // file I/O, each without the mutex (stage_step). Phase 3: publish the staged chunks.
-  bool try_stage(std::unique_lock<std::mutex>& lock, const std::vector<ChunkUse>& uses) {
+  // Bytes device `d` could free without evicting a chunk that an announced task needs.
+  std::size_t room_without_needed(const DeviceSpace& d, const TaskChunks& task) const {
+    std::size_t room = d.usage.limit > d.usage.used ? d.usage.limit - d.usage.used : 0;
+    for (const Chunk* c : d.lru)
+      if (c->pins == 0 && !c->moving && c->next_uses.empty() && !task.members.count(c))
+        room += c->block;
+    return room;
+  }
+
+  bool try_stage(std::unique_lock<std::mutex>& lock, const std::vector<ChunkUse>& uses,
+                 int queued_ahead) {
     TaskChunks task;
     std::vector<Chunk*> reserved;
     std::size_t n = devices.size();
@@ -482,10 +523,11 @@ struct MemoryManager::Impl {
         moved.wait(lock);
         continue;
       }
-      std::vector<std::size_t> total(n), pinned_by_task(n);
+      std::vector<std::size_t> total(n), pinned_by_task(n), missing(n);
       for (auto [c, write] : task.chunks) {
         total[c->device] += c->block;
         if (c->pins > 0) pinned_by_task[c->device] += c->block;
+        if (!c->device_copy) missing[c->device] += c->block;
       }
       bool blocked_by_staging = false;
       for (std::size_t i = 0; i < n; ++i) {
@@ -506,6 +548,15 @@ struct MemoryManager::Impl {
       if (blocked_by_staging) {
         moved.wait(lock);
         continue;
+      }
+      // Staging far ahead would evict what the tasks before this one still need.
+      if (queued_ahead >= kEvictionLookahead) {
+        for (std::size_t i = 0; i < n; ++i) {
+          const DeviceSpace& d = *devices[i];
+          if (missing[i] > 0 && d.usage.used + missing[i] > d.usage.limit &&
+              room_without_needed(d, task) < missing[i])
+            return false;
+        }
       }
       break;
     }
@@ -624,6 +675,10 @@ void MemoryManager::create(ChunkId chunk, std::size_t bytes, int device) {
   c->bytes = bytes;
   c->block = BlockPool::size_class(bytes);
   c->device = device;
+  if (auto early = impl_->early_uses.find(chunk); early != impl_->early_uses.end()) {
+    c->next_uses = std::move(early->second);
+    impl_->early_uses.erase(early);
+  }
   impl_->chunks.emplace(chunk, std::move(c));
 }
 
@@ -643,14 +698,35 @@ void MemoryManager::destroy(ChunkId chunk) {
   impl_->chunks.erase(chunk);
 }
 
+void MemoryManager::announce(uint64_t task, const std::vector<ChunkUse>& uses) {
+  std::lock_guard lock(impl_->mutex);
+  for (const ChunkUse& use : uses) {
+    auto it = impl_->chunks.find(use.chunk);
+    Impl::add_use(it != impl_->chunks.end() ? it->second->next_uses : impl_->early_uses[use.chunk],
+                  task);
+  }
+}
+
+void MemoryManager::retire(uint64_t task, const std::vector<ChunkUse>& uses) {
+  std::lock_guard lock(impl_->mutex);
+  for (const ChunkUse& use : uses) {
+    if (auto it = impl_->chunks.find(use.chunk); it != impl_->chunks.end()) {
+      Impl::remove_use(it->second->next_uses, task);
+    } else if (auto early = impl_->early_uses.find(use.chunk); early != impl_->early_uses.end()) {
+      Impl::remove_use(early->second, task);
+      if (early->second.empty()) impl_->early_uses.erase(early);
+    }
+  }
+}
+
 bool MemoryManager::exists(ChunkId chunk) const {
   std::lock_guard lock(impl_->mutex);
   return impl_->chunks.count(chunk) > 0;
 }
 
-bool MemoryManager::try_stage(const std::vector<ChunkUse>& uses) {
+bool MemoryManager::try_stage(const std::vector<ChunkUse>& uses, int queued_ahead) {
   std::unique_lock lock(impl_->mutex);
-  return impl_->try_stage(lock, uses);
+  return impl_->try_stage(lock, uses, queued_ahead);
 }
 
 bool MemoryManager::try_stage_resident(const std::vector<ChunkUse>& uses) {

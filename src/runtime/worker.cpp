@@ -62,16 +62,31 @@ Worker::~Worker() {
 }
 
 void Worker::submit(std::vector<Task>&& tasks) {
+  // The chunks each device task will use, announced to the memory manager before anything
+  // can run, so that eviction knows what the queued tasks need next.
+  std::vector<std::vector<ChunkUse>> uses(tasks.size());
+  {
+    std::vector<std::pair<plan::ChunkId, bool>> chunks;
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      if (runs_inline(tasks[i])) continue;
+      chunks.clear();
+      tasks[i].chunk_uses(chunks);
+      for (auto& [chunk, write] : chunks) uses[i].push_back(ChunkUse{chunk, write});
+      if (!uses[i].empty()) memory_.announce(tasks[i].id, uses[i]);
+    }
+  }
   std::unique_lock<AdaptiveMutex> lock(mutex_);
   std::vector<decltype(pending_)::node_type> finished;
   finished.swap(finished_);
   // All of the batch first: a task may depend on one that comes later in the batch.
   std::vector<Node*> nodes;
   nodes.reserve(tasks.size());
-  for (Task& t : tasks) {
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    Task& t = tasks[i];
     auto [it, inserted] = pending_.try_emplace(t.id);
     if (!inserted) throw Error(fmt::format("internal error: task {} submitted twice", t.id));
     it->second.task = std::move(t);
+    it->second.uses = std::move(uses[i]);
     nodes.push_back(&it->second);
     max_submitted_ = std::max(max_submitted_, it->first);
   }
@@ -166,6 +181,7 @@ void Worker::process(std::deque<Node*>& work, int here) {
     bool skip = node->error && !runs_after_failure(t);
     if (skip || runs_inline(t)) {
       std::exception_ptr error = node->error;
+      if (!node->uses.empty()) memory_.retire(t.id, node->uses);
       if (!skip) {
         lock.unlock();
         try {
@@ -182,21 +198,16 @@ void Worker::process(std::deque<Node*>& work, int here) {
       continue;
     }
     std::exception_ptr error;
-    if (node->uses.empty()) {
-      std::vector<std::pair<plan::ChunkId, bool>> uses;
-      t.chunk_uses(uses);
+    if (!node->sized) {
       std::size_t bytes = 0;
       try {
-        for (auto& [chunk, write] : uses) {
-          node->uses.push_back(ChunkUse{chunk, write});
-          bytes += memory_.bytes(chunk);
-        }
+        for (const ChunkUse& use : node->uses) bytes += memory_.bytes(use.chunk);
       } catch (const Error& e) {
-        node->uses.clear();
         error = std::make_exception_ptr(
             Error(fmt::format("{} (task {} {} on device {})", e.what(), t.id, t.kind(), t.device)));
       }
       node->staged_bytes = bytes;
+      node->sized = true;
     }
     int dev = t.device;
     if (!error) {
@@ -208,6 +219,7 @@ void Worker::process(std::deque<Node*>& work, int here) {
       // Reserve the admission, then stage: at once when every chunk is resident, else
       // without the scheduler's lock, since staging may move data between spaces (disk I/O)
       // and finishing tasks must not wait for that.
+      const int ahead = staged_tasks_[dev];
       staged_bytes_[dev] += node->staged_bytes;
       ++staged_tasks_[dev];
       uint64_t epoch = unstage_epoch_;
@@ -220,7 +232,7 @@ void Worker::process(std::deque<Node*>& work, int here) {
       if (!staged && !error) {
         lock.unlock();
         try {
-          staged = memory_.try_stage(node->uses);
+          staged = memory_.try_stage(node->uses, ahead);
         } catch (...) {
           error = std::current_exception();
         }
@@ -241,6 +253,7 @@ void Worker::process(std::deque<Node*>& work, int here) {
       }
     }
     if (error) {
+      memory_.retire(t.id, node->uses);
       finish(node, error, work);
       continue;
     }
@@ -279,6 +292,7 @@ void Worker::process(std::deque<Node*>& work, int here) {
 // Unpins a task's chunks (a failure here becomes the task's error). Without the lock.
 void Worker::unstage(Node* node, std::exception_ptr& error) {
   try {
+    memory_.retire(node->task.id, node->uses);
     memory_.unstage(node->uses);
   } catch (...) {
     if (!error) error = std::current_exception();

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "gridspan/core/error.hpp"
@@ -108,6 +109,45 @@ TEST(Planner, MisalignedSuperblocksAssembleAndScatterTemporaries) {
   EXPECT_EQ(count(p, "delete"), 4);
   // in: 2 pieces per superblock; out: assembled (2) and scattered (2) per superblock.
   EXPECT_EQ(count(p, "copy"), 2 * 2 + 2 * 4);
+}
+
+// Superblocks of one device that read the same region of an array the launch leaves alone
+// share one temporary (GEMM's B); once the launch writes the array, each gets its own.
+TEST(Planner, SuperblocksOfADeviceShareAReadOnlyTemporary) {
+  Fixture f(2, {vec("out"), vec("in", true)}, "global i => write out[i], read in[:]");
+  auto out = f.array({400}, dist::rows(100));
+  auto in = f.array({400}, dist::rows(100));
+  Plan p = f.launch({400}, {50}, work::tiles({100}), {&out, &in});
+  EXPECT_EQ(count(p, "execute"), 4);
+  EXPECT_EQ(count(p, "create"), 2);  // one whole `in` per device
+  EXPECT_EQ(count(p, "delete"), 2);
+  EXPECT_EQ(count(p, "copy"), 2 * 4);
+  std::map<int, ChunkId> temp_of_device;
+  std::map<ChunkId, std::vector<TaskId>> readers;
+  for (const Task& t : p.tasks)
+    if (auto* e = std::get_if<Execute>(&t.payload)) {
+      auto [it, first] = temp_of_device.emplace(t.device, e->arrays[1].chunk.id);
+      EXPECT_EQ(it->second, e->arrays[1].chunk.id);
+      readers[e->arrays[1].chunk.id].push_back(t.id);
+    }
+  // Each execute waits for the temporary's four copies; its deletion waits for both readers.
+  for (const Task& t : p.tasks) {
+    if (auto* e = std::get_if<Execute>(&t.payload)) {
+      int copies = 0;
+      for (const Task& c : p.tasks)
+        if (auto* cp = std::get_if<Copy>(&c.payload); cp && cp->dst.id == e->arrays[1].chunk.id)
+          copies += std::count(t.deps.begin(), t.deps.end(), c.id) > 0;
+      EXPECT_EQ(copies, 4);
+    }
+    if (auto* d = std::get_if<DeleteChunk>(&t.payload))
+      for (TaskId r : readers.at(d->chunk))
+        EXPECT_EQ(std::count(t.deps.begin(), t.deps.end(), r), 1);
+  }
+  // The same reads of an array the launch also writes: a temporary per superblock.
+  Fixture g(2, {vec("out"), vec("in", true)}, "global i => write out[i], read in[:]");
+  auto both = g.array({400}, dist::rows(100));
+  Plan q = g.launch({400}, {50}, work::tiles({100}), {&both, &both});
+  EXPECT_EQ(count(q, "create"), 4);
 }
 
 TEST(Planner, DependenciesFollowRegionsAcrossLaunches) {

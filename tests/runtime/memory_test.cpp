@@ -348,6 +348,46 @@ TEST(MemoryManager, EvictsLeastRecentlyUsedFirst) {
   for (ChunkId id : {0, 3, 4, 5}) EXPECT_TRUE(mm.state(id).on_device) << id;
 }
 
+// With uses announced, the device keeps what queued tasks need soonest: a chunk no task
+// needs goes first (least recently used first), then the one needed last; announcements
+// made before a chunk exists count, and retired ones no longer do.
+TEST(MemoryManager, EvictsByTheQueuedTasksNextUses) {
+  TempDir dir;
+  FakeDevice dev(0, 64 * KiB);
+  MemoryManager mm({&dev}, small_limits(dir.str()));
+  for (ChunkId id = 0; id < 4; ++id) mm.create(id, 16 * KiB, 0);
+  mm.announce(10, {{2, false}});
+  mm.announce(11, {{0, false}, {9, true}});  // chunk 9 does not exist yet
+  mm.announce(12, {{3, false}});
+  mm.announce(13, {{1, false}});
+  mm.create(9, 16 * KiB, 0);
+  for (ChunkId id = 0; id < 4; ++id) {
+    ASSERT_TRUE(mm.try_stage({{id, true}}));
+    mm.unstage({{id, true}});
+  }
+  // Full. Task 11 needs 9: every resident chunk is needed, 1 last (task 13).
+  ASSERT_TRUE(mm.try_stage({{9, true}}));
+  EXPECT_FALSE(mm.state(1).on_device);
+  for (ChunkId id : {0, 2, 3}) EXPECT_TRUE(mm.state(id).on_device) << id;
+  mm.unstage({{9, true}});
+  mm.retire(11, {{0, false}, {9, true}});
+  // 0 and 9 are needed by no queued task now: 0, used longer ago, goes before 9, while 3
+  // (task 12) and 2 (task 10) stay although 2 is the least recently used chunk.
+  mm.create(20, 16 * KiB, 0);
+  ASSERT_TRUE(mm.try_stage({{20, true}}));
+  mm.unstage({{20, true}});
+  EXPECT_FALSE(mm.state(0).on_device);
+  for (ChunkId id : {2, 3, 9, 20}) EXPECT_TRUE(mm.state(id).on_device) << id;
+  mm.retire(10, {{2, false}});
+  mm.retire(12, {{3, false}});
+  mm.retire(13, {{1, false}});
+  // Nothing announced any more: plain LRU again (2 is the least recently used).
+  ASSERT_TRUE(mm.try_stage({{0, false}}));
+  mm.unstage({{0, false}});
+  EXPECT_FALSE(mm.state(2).on_device);
+  mm.retire(99, {{5, false}});  // unknown task and chunk: nothing to take back
+}
+
 // The unified model (the cpu backend's): a chunk changes space by accounting alone, keeping
 // its address and bytes, through device -> host -> disk and back; nothing is copied between
 // device and host, and the statistics still follow the spaces' limits.

@@ -1,8 +1,9 @@
 // The memory manager of one worker (CHAI's design applied to chunks): every chunk has a
 // home device and a copy per space (device, host, disk) with a valid flag. Staging makes
 // all chunks of a task resident on their devices at once or not at all and pins them;
-// a full space evicts its least-recently-used unpinned chunks one level up
-// (device → host → disk); spill files carry a checksum verified on reload.
+// a full space evicts unpinned chunks one level up (device → host → disk): on a device
+// the one the queued tasks need last (announce), on the host the least recently used;
+// spill files carry a checksum verified on reload.
 #pragma once
 
 #include <cstddef>
@@ -68,7 +69,10 @@ class MemoryManager {
   /// Returns false when it cannot now because pinned chunks hold the space (try again
   /// after an unstage). Throws OutOfMemoryError (space, requested, in use, limit) when
   /// the chunks can never fit, IoError for a failed or corrupt spill file.
-  bool try_stage(const std::vector<ChunkUse>& uses);
+  /// `queued_ahead`: tasks staged on these devices and not unstaged yet. With two or more,
+  /// a staging that would have to evict chunks announced tasks need returns false instead
+  /// (it would only trade data needed sooner for data needed later).
+  bool try_stage(const std::vector<ChunkUse>& uses, int queued_ahead = 0);
   /// The quick case of try_stage: stages (and returns true) only when every chunk is already
   /// resident on its device and none is moving, so no data moves and no space is needed;
   /// otherwise changes nothing and returns false (then call try_stage). Callers may hold
@@ -79,6 +83,13 @@ class MemoryManager {
   std::size_t bytes(ChunkId chunk) const;
   /// Unpins; chunks that were written lose their host and disk copies.
   void unstage(const std::vector<ChunkUse>& uses);
+
+  /// Announces that queued task `task` (ids grow in submission order) will use these
+  /// chunks, which need not exist yet. A full device keeps the chunks needed soonest:
+  /// it evicts those no announced task uses first, then the one whose next use is last.
+  /// Each announcement is taken back by retire() once the task is done or dropped.
+  void announce(uint64_t task, const std::vector<ChunkUse>& uses);
+  void retire(uint64_t task, const std::vector<ChunkUse>& uses);
 
   /// Bytes pinned now on `device`.
   std::size_t pinned_bytes(int device) const;

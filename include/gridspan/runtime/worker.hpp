@@ -71,7 +71,8 @@ class Worker {
     std::vector<plan::TaskId> successors;
     std::exception_ptr error;  // set when a dependency failed
     std::size_t staged_bytes = 0;
-    std::vector<ChunkUse> uses;
+    bool sized = false;          // staged_bytes counted (the chunks exist by then)
+    std::vector<ChunkUse> uses;  // announced to the memory manager at submit
   };
   void scheduler_loop();
   void process(std::deque<Node*>& work, int here);
