@@ -20,26 +20,30 @@ SERIES = [("cuda_s", "plain CUDA (1 GPU)"), ("gridspan_1gpu_s", "gridspan, 1 GPU
 
 
 def main(paths):
-    points = defaultdict(dict)  # bench -> (bytes, series) -> throughput
+    points = defaultdict(dict)  # bench -> (size, series) -> throughput
     units = {}
+    by_items = set()  # benchmarks with no data to speak of (MD5, N-Body): size = items
     for path in paths:
         with open(path) as f:
             data = json.load(f)
         for row in data["results"]:
             units[row["bench"]] = row["unit"]
+            if row["bytes"] < 1e8:
+                by_items.add(row["bench"])
             for key, _ in SERIES:
                 runs = row.get(key)
                 if runs:
-                    points[row["bench"]][(row["bytes"], key)] = row["items"] / (sum(runs) / len(runs))
+                    size = row["items"] if row["bench"] in by_items else row["bytes"] / 1e9
+                    points[row["bench"]][(size, key)] = row["items"] / (sum(runs) / len(runs))
     out = os.environ.get("OUT", "bench/results")
     for bench, values in sorted(points.items()):
         fig, ax = plt.subplots(figsize=(6, 4))
         for key, label in SERIES:
             xs = sorted(b for (b, k) in values if k == key)
             if xs:
-                ax.plot([x / 1e9 for x in xs], [values[(x, key)] for x in xs], marker="o", label=label)
+                ax.plot(xs, [values[(x, key)] for x in xs], marker="o", label=label)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("data [GB]")
+        ax.set_xlabel("work items" if bench in by_items else "data [GB]")
         ax.set_ylabel(units[bench])
         ax.set_title(bench)
         ax.grid(True, alpha=0.3)
