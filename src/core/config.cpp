@@ -125,6 +125,14 @@ Config Config::with_env() const {
   if (const char* v = env("GRIDSPAN_CACHE_DIR")) c.cache_dir = v;
   if (const char* v = env("GRIDSPAN_CXX")) c.cxx = v;
   if (const char* v = env("GRIDSPAN_TRACE")) c.trace_file = v;
+  if (const char* v = env("GRIDSPAN_STREAM_ORDER")) {
+    if (auto f = parse_flag(v))
+      c.stream_order = *f;
+    else
+      log::warn(
+          "GRIDSPAN_STREAM_ORDER='{}' is not a flag (1/on/yes/true or 0/off/no/false); keeping {}",
+          v, c.stream_order);
+  }
   if (const char* v = env("GRIDSPAN_CHECK")) {
     if (auto f = parse_flag(v))
       c.check = *f;

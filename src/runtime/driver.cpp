@@ -28,7 +28,8 @@ Driver::Driver(const Config& config) : config_(config) {
   }
   limits.spill_dir = config_.spill_dir;
   memory_ = std::make_unique<MemoryManager>(devices, limits);
-  worker_ = std::make_unique<Worker>(devices, *memory_, config_.staging_bytes);
+  worker_ =
+      std::make_unique<Worker>(devices, *memory_, config_.staging_bytes, config_.stream_order);
   if (!config_.trace_file.empty()) worker_->enable_trace();
   planner_ = std::make_unique<plan::Planner>(
       static_cast<int>(devices.size()), [this](plan::TaskId t) { return worker_->is_done(t); });

@@ -23,6 +23,16 @@ bool runs_inline(const Task& t) {
          std::holds_alternative<plan::Barrier>(t.payload);
 }
 
+// Tasks that may be queued on an asynchronous device behind dependencies still running
+// there: those that only touch device memory. Copies from and to the user's (pageable)
+// host memory would make the queuing thread wait for the dependencies.
+bool runs_on_device_alone(const Task& t) {
+  return std::holds_alternative<plan::Execute>(t.payload) ||
+         std::holds_alternative<plan::Copy>(t.payload) ||
+         std::holds_alternative<plan::Fill>(t.payload) ||
+         std::holds_alternative<plan::Reduce>(t.payload);
+}
+
 // Tasks that still run when a dependency failed: they free memory or report the error.
 bool runs_after_failure(const Task& t) {
   return std::holds_alternative<plan::DeleteChunk>(t.payload) ||
@@ -32,10 +42,11 @@ bool runs_after_failure(const Task& t) {
 }  // namespace
 
 Worker::Worker(std::vector<backend::Device*> devices, MemoryManager& memory,
-               std::size_t staging_bytes)
+               std::size_t staging_bytes, bool stream_order)
     : devices_(std::move(devices)),
       memory_(memory),
       staging_limit_(devices_.size(), staging_bytes),
+      stream_order_(stream_order),
       staged_bytes_(devices_.size(), 0),
       staged_tasks_(devices_.size(), 0) {
   // By default a device may have a quarter of its memory staged for queued tasks: enough
@@ -96,6 +107,7 @@ void Worker::submit(std::vector<Task>&& tasks) {
       auto p = pending_.find(dep);
       if (p != pending_.end() && dep != id) {
         ++node->missing;
+        if (!ordered_on_device(p->second, *node)) ++node->unordered;
         p->second.successors.push_back(id);
       } else if (!failed_.empty()) {
         auto f = failed_.find(dep);
@@ -103,10 +115,14 @@ void Worker::submit(std::vector<Task>&& tasks) {
       }
     }
   }
-  // Tasks ready at once are dispatched by the submitting thread: one hand-off fewer.
+  // Tasks ready at once are dispatched by the submitting thread: one hand-off fewer. So
+  // are those whose unfinished dependencies are all queued on their device already.
   std::deque<Node*> work;
   for (Node* node : nodes)
-    if (node->missing == 0) work.push_back(node);
+    if (node->missing == 0 || releasable(*node)) {
+      node->queued = true;
+      work.push_back(node);
+    }
   lock.unlock();
   if (!work.empty()) process(work, -1);
 }
@@ -178,6 +194,12 @@ void Worker::process(std::deque<Node*>& work, int here) {
     Node* node = work.front();
     work.pop_front();
     Task& t = node->task;
+    if (node->missing > 0 && node->error) {
+      // Released early, but a dependency has failed since: it waits for the others, then
+      // is skipped like any task after a failure.
+      node->queued = false;
+      continue;
+    }
     bool skip = node->error && !runs_after_failure(t);
     if (skip || runs_inline(t)) {
       std::exception_ptr error = node->error;
@@ -254,7 +276,12 @@ void Worker::process(std::deque<Node*>& work, int here) {
     }
     if (error) {
       memory_.retire(t.id, node->uses);
-      finish(node, error, work);
+      if (node->missing > 0) {  // released early: reported once its dependencies are
+        node->ran = true;
+        node->run_error = error;
+      } else {
+        finish(node, error, work);
+      }
       continue;
     }
     if (dev == here && !devices_[dev]->asynchronous()) {
@@ -269,21 +296,49 @@ void Worker::process(std::deque<Node*>& work, int here) {
       lock.lock();
       finish(node, e, work);
     } else {
-      devices_[dev]->submit([this, node] { run_task(node); },
-                            [this, node, dev](std::exception_ptr e) {
-                              callbacks_.fetch_add(1, std::memory_order_relaxed);
-                              unstage(node, e);
-                              std::deque<Node*> next;
-                              {
-                                std::lock_guard<AdaptiveMutex> lock(mutex_);
-                                finish(node, e, next);
-                                if (next.empty() && progress_ && !blocked_.empty())
-                                  wake_scheduler_.notify_one();
-                              }
-                              if (!next.empty()) process(next, dev);
-                              // The last touch of the worker: its destructor waits for it.
-                              callbacks_.fetch_sub(1, std::memory_order_release);
-                            });
+      // Dependencies still running were queued on this device before: it orders this work
+      // after them itself (stream waits on a GPU), without a round trip through the host.
+      std::vector<backend::Device::Ticket> after;
+      if (node->missing > 0)
+        for (TaskId dep : t.deps)
+          if (auto p = pending_.find(dep); p != pending_.end() && p->second.launched)
+            after.push_back(p->second.ticket);
+      node->launched = true;
+      node->ticket = devices_[dev]->submit([this, node] { run_task(node); },
+                                           [this, node, dev](std::exception_ptr e) {
+                                             callbacks_.fetch_add(1, std::memory_order_relaxed);
+                                             unstage(node, e);
+                                             std::deque<Node*> next;
+                                             {
+                                               std::lock_guard<AdaptiveMutex> lock(mutex_);
+                                               if (node->missing > 0) {
+                                                 // Done on the device before a dependency was
+                                                 // reported done: it is reported after that one
+                                                 // (and fails with it).
+                                                 node->ran = true;
+                                                 node->run_error = e;
+                                               } else {
+                                                 finish(node, e, next);
+                                               }
+                                               if (next.empty() && progress_ && !blocked_.empty())
+                                                 wake_scheduler_.notify_one();
+                                             }
+                                             if (!next.empty()) process(next, dev);
+                                             // The last touch of the worker: its destructor waits
+                                             // for it.
+                                             callbacks_.fetch_sub(1, std::memory_order_release);
+                                           },
+                                           after);
+      if (devices_[dev]->asynchronous()) ++stats_.tasks_submitted;
+      if (!after.empty()) ++stats_.tasks_released_early;
+      // Successors on this device whose other dependencies are queued there too can go now.
+      for (TaskId s : node->successors) {
+        Node& succ = pending_.at(s);
+        if (ordered_on_device(*node, succ) && --succ.unordered == 0 && releasable(succ)) {
+          succ.queued = true;
+          work.push_back(&succ);
+        }
+      }
     }
   }
   if (progress_ && !blocked_.empty()) wake_scheduler_.notify_one();
@@ -373,31 +428,60 @@ void Worker::run_payload(Node* node) {
       t.payload);
 }
 
-// Under the lock: records the end of a task and appends the successors it made ready.
-void Worker::finish(Node* node, std::exception_ptr error, std::deque<Node*>& ready) {
-  TaskId id = node->task.id;
-  // A barrier after a failure reports the failure it inherited.
-  if (!error && node->error && std::holds_alternative<plan::Barrier>(node->task.payload))
-    error = node->error;
-  if (error) {
-    failed_[id] = error;
-    ++stats_.tasks_failed;
-    if (!unreported_ && !node->error) unreported_ = error;
-  } else {
-    ++stats_.tasks_run;
+bool Worker::ordered_on_device(const Node& dep, const Node& succ) const {
+  return stream_order_ && dep.launched && dep.task.device == succ.task.device &&
+         runs_on_device_alone(succ.task) && devices_[succ.task.device]->asynchronous();
+}
+
+bool Worker::releasable(const Node& node) const {
+  return node.missing > 0 && node.unordered == 0 && !node.queued && !node.launched && !node.error;
+}
+
+// Under the lock: records the end of a task and appends the successors it made ready (or
+// releasable). A successor that ran to its end before this task was reported done is
+// finished here too, and so on down the chain.
+void Worker::finish(Node* first, std::exception_ptr first_error, std::deque<Node*>& ready) {
+  std::vector<std::pair<Node*, std::exception_ptr>> todo{{first, first_error}};
+  while (!todo.empty()) {
+    auto [node, error] = todo.back();
+    todo.pop_back();
+    TaskId id = node->task.id;
+    // A barrier after a failure reports the failure it inherited; so does a task released
+    // early whose dependency failed after it was queued (it ran on the failed one's output).
+    if (!error && node->error &&
+        (node->launched || std::holds_alternative<plan::Barrier>(node->task.payload)))
+      error = node->error;
+    if (error) {
+      failed_[id] = error;
+      ++stats_.tasks_failed;
+      if (!unreported_ && !node->error) unreported_ = error;
+    } else {
+      ++stats_.tasks_run;
+    }
+    for (TaskId s : node->successors) {
+      Node& succ = pending_.at(s);
+      if (error && !succ.error) succ.error = error;
+      if (!ordered_on_device(*node, succ)) --succ.unordered;
+      if (--succ.missing == 0) {
+        if (succ.ran) {
+          todo.emplace_back(&succ, succ.run_error);
+        } else if (!succ.queued && !succ.launched) {
+          succ.queued = true;
+          ready.push_back(&succ);
+        }
+      } else if (releasable(succ)) {
+        succ.queued = true;
+        ready.push_back(&succ);
+      }
+    }
+    bool waited = waited_.count(id) > 0;
+    // The node is freed by the next submit() or wait, on the thread that allocated it: a
+    // free from another thread costs the allocator's arena lock and cache lines on every
+    // task. Host data a write carried goes at once.
+    if (auto* w = std::get_if<plan::HostWrite>(&node->task.payload)) w->data.reset();
+    finished_.push_back(pending_.extract(id));
+    if (waited || (waiting_all_ > 0 && pending_.empty())) wake_waiters_.notify_all();
   }
-  for (TaskId s : node->successors) {
-    Node& succ = pending_.at(s);
-    if (error && !succ.error) succ.error = error;
-    if (--succ.missing == 0) ready.push_back(&succ);
-  }
-  bool waited = waited_.count(id) > 0;
-  // The node is freed by the next submit() or wait, on the thread that allocated it: a free
-  // from another thread costs the allocator's arena lock and cache lines on every task.
-  // Host data a write carried goes at once.
-  if (auto* w = std::get_if<plan::HostWrite>(&node->task.payload)) w->data.reset();
-  finished_.push_back(pending_.extract(id));
-  if (waited || (waiting_all_ > 0 && pending_.empty())) wake_waiters_.notify_all();
 }
 
 }  // namespace gridspan::runtime

@@ -53,6 +53,11 @@ TEST(Api, ConfigFromTheEnvironment) {
     EXPECT_FALSE(gs::Config::from_env().check);  // not a flag: the default stays
   }
   {
+    EXPECT_TRUE(gs::Config::from_env().stream_order);
+    Env a("GRIDSPAN_STREAM_ORDER", "off");
+    EXPECT_FALSE(gs::Config::from_env().stream_order);
+  }
+  {
     Env a("GRIDSPAN_CPU_DEVICES", "lots");
     EXPECT_THROW(gs::Config::from_env(), gs::ConfigError);
   }

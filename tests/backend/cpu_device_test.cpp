@@ -50,10 +50,11 @@ TEST(CpuDevice, SubmitRunsWorkOnExecutorThreadsAndPropagatesExceptions) {
   EXPECT_EQ(d.threads(), 2);
   std::promise<std::thread::id> ran;
   std::promise<std::exception_ptr> ok, failed;
-  d.submit([&] { ran.set_value(std::this_thread::get_id()); },
-           [&](std::exception_ptr e) { ok.set_value(e); });
+  EXPECT_EQ(d.submit([&] { ran.set_value(std::this_thread::get_id()); },
+                     [&](std::exception_ptr e) { ok.set_value(e); }, {}),
+            0u);  // no tickets: its works run to their end
   d.submit([] { throw LaunchError("superblock 7 failed"); },
-           [&](std::exception_ptr e) { failed.set_value(e); });
+           [&](std::exception_ptr e) { failed.set_value(e); }, {});
   EXPECT_NE(ran.get_future().get(), std::this_thread::get_id());
   EXPECT_EQ(ok.get_future().get(), nullptr);
   std::exception_ptr e = failed.get_future().get();
@@ -65,6 +66,11 @@ TEST(CpuDevice, SubmitRunsWorkOnExecutorThreadsAndPropagatesExceptions) {
   }
 }
 
+TEST(CpuDevice, WorkOrderedAfterOtherWorkIsAnInternalError) {
+  CpuDevice d(0, 1 << 20, 1);
+  EXPECT_THROW(d.submit([] {}, [](std::exception_ptr) {}, {1}), Error);
+}
+
 TEST(CpuDevice, DestructorRunsEverythingSubmittedFirst) {
   std::atomic<int> work{0}, done{0};
   {
@@ -73,7 +79,8 @@ TEST(CpuDevice, DestructorRunsEverythingSubmittedFirst) {
       d.submit([&] { work.fetch_add(1); },
                [&](std::exception_ptr e) {
                  if (!e) done.fetch_add(1);
-               });
+               },
+               {});
     }
   }
   EXPECT_EQ(work.load(), 200);

@@ -112,7 +112,8 @@ inline void run_on(backend::Device& device, const backend::CompiledKernel& kerne
                     done.set_exception(e);
                   else
                     done.set_value();
-                });
+                },
+                {});
 }
 
 }  // namespace gridspan::test

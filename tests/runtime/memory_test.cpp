@@ -107,7 +107,8 @@ class FakeDevice : public backend::Device {
     ++copies_from_host;
     std::memcpy(device, host, bytes);
   }
-  void submit(std::function<void()> work, std::function<void(std::exception_ptr)> done) override {
+  Ticket submit(std::function<void()> work, std::function<void(std::exception_ptr)> done,
+                const std::vector<Ticket>&) override {
     std::exception_ptr error;
     try {
       work();
@@ -115,6 +116,7 @@ class FakeDevice : public backend::Device {
       error = std::current_exception();
     }
     done(error);
+    return 0;
   }
 
   std::size_t device_bytes() const { return device_bytes_; }

@@ -3,7 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <thread>
 
 #include "gridspan/core/error.hpp"
 #include "gridspan/plan/planner.hpp"
@@ -18,22 +24,36 @@ using plan::Task;
 
 struct Rig {
   std::unique_ptr<backend::Backend> backend;
+  std::vector<std::unique_ptr<backend::Device>> wrappers;  // in front of the backend's
   std::unique_ptr<MemoryManager> memory;
   std::unique_ptr<Worker> worker;
   plan::TaskId next = 0;
 
-  Rig(int devices, std::size_t device_bytes, std::size_t staging) {
-    // The backend GRIDSPAN_BACKEND names (scripts/gpu-check.sh runs these on GPUs too).
+  using Wrap = std::function<std::unique_ptr<backend::Device>(backend::Device&)>;
+  // `backend_name`: empty = the one GRIDSPAN_BACKEND names (scripts/gpu-check.sh runs these
+  // on GPUs too). `wrap`: a device to put in front of each of the backend's.
+  Rig(int devices, std::size_t device_bytes, std::size_t staging, std::string backend_name = "",
+      const Wrap& wrap = {}) {
     Config c = Config::from_env();
+    if (!backend_name.empty()) c.backend = backend_name;
     c.cpu_devices = devices;
     c.gpus = devices;
     c.cpu_threads = 2;
     c.log_level = LogLevel::error;
     backend = backend::make_backend(c);
-    memory = std::make_unique<MemoryManager>(backend->devices(), MemoryLimits{device_bytes, 0, ""});
-    worker = std::make_unique<Worker>(backend->devices(), *memory, staging);
+    std::vector<backend::Device*> used = backend->devices();
+    if (wrap)
+      for (auto*& d : used) {
+        wrappers.push_back(wrap(*d));
+        d = wrappers.back().get();
+      }
+    memory = std::make_unique<MemoryManager>(used, MemoryLimits{device_bytes, 0, ""});
+    worker = std::make_unique<Worker>(used, *memory, staging ? staging : 1 << 20);
   }
-  ~Rig() { worker.reset(); }
+  ~Rig() {
+    worker.reset();
+    memory.reset();
+  }
   Task task(int device, plan::Payload p, std::vector<plan::TaskId> deps = {}) {
     Task t;
     t.id = ++next;
@@ -44,32 +64,45 @@ struct Rig {
   }
 };
 
+// Chunks 1..links (chunk c on device c % devices) and a chain through them: `values` are
+// written into chunk 1, copied from chunk to chunk, and read back from the last into `out`.
+struct Chain {
+  std::vector<Task> creates, chain;
+};
+Chain copy_chain(Rig& rig, int devices, int links, const std::vector<int>& values,
+                 std::vector<int>& out) {
+  const int n = static_cast<int>(values.size());
+  Rect box(1, {0, 0, 0}, {n, 1, 1});
+  auto data = std::make_shared<std::vector<unsigned char>>(n * 4);
+  std::memcpy(data->data(), values.data(), n * 4);
+  Chain c;
+  std::vector<plan::TaskId> created;
+  for (int k = 1; k <= links; ++k) {
+    c.creates.push_back(rig.task(k % devices, plan::CreateChunk{plan::ChunkId(k), n * 4u}));
+    created.push_back(c.creates.back().id);
+  }
+  c.chain.push_back(
+      rig.task(1 % devices, plan::HostWrite{ChunkRef{1, box}, box, data, box, 4}, created));
+  for (int k = 2; k <= links; ++k)
+    c.chain.push_back(rig.task(
+        k % devices,
+        plan::Copy{ChunkRef{plan::ChunkId(k - 1), box}, ChunkRef{plan::ChunkId(k), box}, box, 4},
+        {c.chain.back().id}));
+  c.chain.push_back(rig.task(
+      links % devices, plan::ReadBack{ChunkRef{plan::ChunkId(links), box}, box, out.data(), box, 4},
+      {c.chain.back().id}));
+  return c;
+}
+
 // A chain c0 → c1 → ... of chunk copies, each chunk on alternating devices, submitted in
 // reverse order within one batch: the data must arrive intact at the end.
 TEST(Worker, DependencyOrderWithinOneBatch) {
   auto g = test::rng(31);
   Rig rig(2, 1 << 20, 1 << 20);
   const int n = 1000, links = 20;
-  Rect box(1, {0, 0, 0}, {n, 1, 1});
   auto values = test::random_vector<int>(n, g);
-  auto data = std::make_shared<std::vector<unsigned char>>(n * 4);
-  std::memcpy(data->data(), values.data(), n * 4);
-  std::vector<Task> tasks;
-  for (int c = 1; c <= links; ++c)
-    tasks.push_back(rig.task(c % 2, plan::CreateChunk{plan::ChunkId(c), n * 4u}));
-  std::vector<plan::TaskId> created;
-  for (auto& t : tasks) created.push_back(t.id);
-  std::vector<Task> chain;
-  chain.push_back(rig.task(1, plan::HostWrite{ChunkRef{1, box}, box, data, box, 4}, created));
-  for (int c = 2; c <= links; ++c)
-    chain.push_back(rig.task(
-        c % 2,
-        plan::Copy{ChunkRef{plan::ChunkId(c - 1), box}, ChunkRef{plan::ChunkId(c), box}, box, 4},
-        {chain.back().id}));
   std::vector<int> out(n, test::poison<int>());
-  chain.push_back(
-      rig.task(0, plan::ReadBack{ChunkRef{plan::ChunkId(links), box}, box, out.data(), box, 4},
-               {chain.back().id}));
+  auto [tasks, chain] = copy_chain(rig, 2, links, values, out);
   plan::TaskId last = chain.back().id;
   tasks.insert(tasks.end(), chain.rbegin(), chain.rend());  // successors before predecessors
   rig.worker->submit(std::move(tasks));
@@ -114,6 +147,16 @@ class Throws : public plan::Executable {
   std::string name_ = "throws";
 };
 
+// An execute of `exe` with one block per element of the 1-D `box`.
+plan::Execute execute_of(const plan::Executable& exe, const Rect& box) {
+  plan::Execute ex;
+  ex.executable = &exe;
+  ex.blocks = box;
+  ex.block = {1};
+  ex.grid = {box.extent(0)};
+  return ex;
+}
+
 // A failing task fails its successors without running them, reports its error to wait()
 // and wait_all(), and still lets deletions run.
 TEST(Worker, FailurePropagatesToSuccessorsAndWaiters) {
@@ -121,12 +164,8 @@ TEST(Worker, FailurePropagatesToSuccessorsAndWaiters) {
   Rect box(1, {0, 0, 0}, {10, 1, 1});
   std::vector<Task> tasks;
   tasks.push_back(rig.task(0, plan::CreateChunk{1, 40}));
-  plan::Execute ex;
   Throws throws;
-  ex.executable = &throws;
-  ex.blocks = box;
-  ex.block = {1};
-  ex.grid = {10};
+  plan::Execute ex = execute_of(throws, box);
   tasks.push_back(rig.task(0, ex, {1}));
   std::vector<int> out(10, 99);
   tasks.push_back(rig.task(0, plan::ReadBack{ChunkRef{1, box}, box, out.data(), box, 4}, {2}));
@@ -139,6 +178,274 @@ TEST(Worker, FailurePropagatesToSuccessorsAndWaiters) {
   EXPECT_THROW(rig.worker->wait(5), AccessError);
   EXPECT_EQ(out, std::vector<int>(10, 99));  // the read-back never ran
   EXPECT_FALSE(rig.memory->exists(1));       // the deletion did
+}
+
+// A cpu device made asynchronous, as a GPU is: a work runs on one of two lanes (threads, in
+// submission order per lane, like streams), after the works it is ordered behind; submit
+// returns at once. Region operations are the cpu device's.
+class AsyncDevice final : public backend::Device {
+ public:
+  explicit AsyncDevice(backend::Device& inner) : inner_(inner) {
+    for (auto& lane : lanes_) lane.thread = std::thread([this, &lane] { run(lane); });
+  }
+  ~AsyncDevice() override {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+    for (auto& lane : lanes_) lane.thread.join();
+  }
+  int index() const override { return inner_.index(); }
+  std::string name() const override { return "async " + inner_.name(); }
+  std::size_t memory_capacity() const override { return inner_.memory_capacity(); }
+  bool unified() const override { return inner_.unified(); }
+  bool asynchronous() const override { return true; }
+  void* allocate(std::size_t n) override { return inner_.allocate(n); }
+  void deallocate(void* p, std::size_t n) override { inner_.deallocate(p, n); }
+  void* allocate_host(std::size_t n) override { return inner_.allocate_host(n); }
+  void deallocate_host(void* p, std::size_t n) override { inner_.deallocate_host(p, n); }
+  void copy_to_host(void* h, const void* d, std::size_t n) override {
+    inner_.copy_to_host(h, d, n);
+  }
+  void copy_from_host(void* d, const void* h, std::size_t n) override {
+    inner_.copy_from_host(d, h, n);
+  }
+  void copy(void* dst, const Rect& dr, const void* src, const Rect& sr, const Rect& region,
+            std::size_t elem) override {
+    inner_.copy(dst, dr, src, sr, region, elem);
+  }
+  void fill(void* dst, const Rect& dr, const Rect& region, const void* value,
+            std::size_t elem) override {
+    inner_.fill(dst, dr, region, value, elem);
+  }
+  void combine(void* dst, const Rect& dr, const void* src, const Rect& sr, annotation::ReduceOp op,
+               DType dtype) override {
+    inner_.combine(dst, dr, src, sr, op, dtype);
+  }
+  void upload(void* dst, const Rect& dr, const void* host, const Rect& hr, const Rect& region,
+              std::size_t elem) override {
+    inner_.upload(dst, dr, host, hr, region, elem);
+  }
+  void download(void* host, const Rect& hr, const void* src, const Rect& sr, const Rect& region,
+                std::size_t elem) override {
+    inner_.download(host, hr, src, sr, region, elem);
+  }
+  void synchronize() override {}
+  void* stream() const override { return nullptr; }
+
+  Ticket submit(std::function<void()> work, std::function<void(std::exception_ptr)> done,
+                const std::vector<Ticket>& after) override {
+    std::lock_guard lock(mutex_);
+    Ticket t = ++last_;
+    for (Ticket a : after) EXPECT_LT(a, t) << "ordered after work not submitted before";
+    Lane& lane = lanes_[t % 2];
+    lane.queue.push_back(Work{t, std::move(work), std::move(done), after});
+    max_unfinished_ = std::max(max_unfinished_, int(t - finished_.size()));
+    changed_.notify_all();
+    return t;
+  }
+  int max_unfinished() const {
+    std::lock_guard lock(mutex_);
+    return max_unfinished_;
+  }
+  std::atomic<int> slow_first{0};  // milliseconds the first work takes
+  std::atomic<int> jitter_us{0};   // each work takes up to this long more
+
+ private:
+  struct Work {
+    Ticket ticket;
+    std::function<void()> work;
+    std::function<void(std::exception_ptr)> done;
+    std::vector<Ticket> after;
+  };
+  struct Lane {
+    std::deque<Work> queue;
+    std::thread thread;
+  };
+  void run(Lane& lane) {
+    std::unique_lock lock(mutex_);
+    while (true) {
+      changed_.wait(lock, [&] {
+        if (lane.queue.empty()) return stop_;
+        for (Ticket a : lane.queue.front().after)
+          if (!finished_.count(a)) return false;
+        return true;
+      });
+      if (lane.queue.empty()) return;
+      Work w = std::move(lane.queue.front());
+      lane.queue.pop_front();
+      lock.unlock();
+      if (w.ticket == 1 && slow_first > 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(slow_first.load()));
+      if (jitter_us > 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(w.ticket * 7919 % jitter_us));
+      std::exception_ptr error;
+      try {
+        w.work();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      finished_.insert(w.ticket);
+      changed_.notify_all();
+      lock.unlock();
+      w.done(error);
+      lock.lock();
+    }
+  }
+  backend::Device& inner_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::set<Ticket> finished_;
+  Ticket last_ = 0;
+  int max_unfinished_ = 0;
+  bool stop_ = false;
+  Lane lanes_[2];
+};
+
+// The cpu backend's devices behind AsyncDevice.
+struct AsyncRig : Rig {
+  AsyncRig(int devices, std::size_t device_bytes)
+      : Rig(devices, device_bytes, 0, "cpu",
+            [](backend::Device& d) { return std::make_unique<AsyncDevice>(d); }) {}
+  AsyncDevice& async(int i) { return static_cast<AsyncDevice&>(*wrappers.at(i)); }
+};
+
+// A chain of copies on one asynchronous device goes to the device at once, each copy
+// ordered behind its predecessor there (not released by the host one at a time); copies
+// alternating between two devices are not (they wait for the host), nor is a read-back
+// into host memory; the data is right.
+TEST(Worker, DependentTasksAreQueuedBehindTheirPredecessorsOnTheirDevice) {
+  auto g = test::rng(32);
+  for (int devices : {1, 2}) {
+    AsyncRig rig(devices, 1 << 20);
+    rig.async(0).slow_first = 30;
+    const int n = 1000, links = 20;
+    auto values = test::random_vector<int>(n, g);
+    std::vector<int> out(n, test::poison<int>());
+    auto [tasks, chain] = copy_chain(rig, devices, links, values, out);
+    plan::TaskId last = chain.back().id;
+    tasks.insert(tasks.end(), chain.begin(), chain.end());
+    rig.worker->submit(std::move(tasks));
+    rig.worker->wait(last);
+    EXPECT_EQ(out, values) << devices << " device(s)";
+    auto stats = rig.worker->stats();
+    EXPECT_EQ(stats.tasks_failed, 0u);
+    EXPECT_EQ(stats.tasks_submitted, uint64_t(links + 1));
+    if (devices == 1) {
+      EXPECT_EQ(stats.tasks_released_early, uint64_t(links - 1));  // the copies
+      EXPECT_GT(rig.async(0).max_unfinished(), links / 2);
+    } else {
+      EXPECT_EQ(stats.tasks_released_early, 0u);
+      for (int d = 0; d < 2; ++d) EXPECT_EQ(rig.async(d).max_unfinished(), 1);
+    }
+  }
+}
+
+// A task queued behind one that then fails is reported failed with that error once the
+// failure is known, though it ran; everything after it fails too (the read-back into host
+// memory, which waits for the host, never runs), and waiters hear it.
+TEST(Worker, TasksQueuedBehindAFailureFailWithIt) {
+  AsyncRig rig(1, 1 << 20);
+  rig.async(0).slow_first = 20;
+  Rect box(1, {0, 0, 0}, {10, 1, 1});
+  std::vector<Task> tasks;
+  tasks.push_back(rig.task(0, plan::CreateChunk{1, 40}));
+  tasks.push_back(rig.task(0, plan::CreateChunk{2, 40}));
+  Throws throws;
+  plan::Execute ex = execute_of(throws, box);
+  ex.arrays.resize(1);
+  ex.arrays[0].chunk = ChunkRef{1, box};
+  ex.arrays[0].region = box;
+  ex.arrays[0].mode = annotation::Mode::write;
+  ex.arrays[0].write = true;
+  tasks.push_back(rig.task(0, ex, {1, 2}));                                                   // 3
+  tasks.push_back(rig.task(0, plan::Copy{ChunkRef{1, box}, ChunkRef{2, box}, box, 4}, {3}));  // 4
+  std::vector<int> out(10, 99);
+  tasks.push_back(rig.task(0, plan::ReadBack{ChunkRef{2, box}, box, out.data(), box, 4}, {4}));
+  tasks.push_back(rig.task(0, plan::DeleteChunk{1}, {4}));
+  tasks.push_back(rig.task(0, plan::DeleteChunk{2}, {5}));
+  rig.worker->submit(std::move(tasks));
+  EXPECT_THROW(rig.worker->wait_all(), AccessError);
+  EXPECT_THROW(rig.worker->wait(5), AccessError);
+  EXPECT_THROW(rig.worker->wait(4), AccessError);
+  auto stats = rig.worker->stats();
+  EXPECT_EQ(stats.tasks_released_early, 1u);  // the copy went at once
+  EXPECT_EQ(stats.tasks_failed, 5u);          // the execute, the copy, the read-back, the deletions
+  EXPECT_EQ(out, std::vector<int>(10, 99));
+  EXPECT_FALSE(rig.memory->exists(1));
+  EXPECT_FALSE(rig.memory->exists(2));
+}
+
+// Random copies and fills of chunks on two asynchronous devices, with the planner's dependencies
+// (read after write, write after read and write), submitted in batches while earlier ones
+// run, devices taking varying times: every chunk ends as a sequential replay says.
+TEST(Worker, RandomCopiesOnAsynchronousDevicesKeepTheirOrder) {
+  auto g = test::rng(33);
+  AsyncRig rig(2, 1 << 20);
+  for (int d = 0; d < 2; ++d) rig.async(d).jitter_us = 300;
+  const int n = 64, chunks = 6, copies = 600, batch = 40;
+  Rect box(1, {0, 0, 0}, {n, 1, 1});
+  std::vector<std::vector<int>> value(chunks + 1);
+  std::vector<plan::TaskId> writer(chunks + 1);
+  std::vector<std::vector<plan::TaskId>> readers(chunks + 1);
+  std::vector<Task> tasks;
+  for (int c = 1; c <= chunks; ++c) {
+    auto create = rig.task(c % 2, plan::CreateChunk{plan::ChunkId(c), n * 4u});
+    value[c] = test::random_vector<int>(n, g);
+    auto data = std::make_shared<std::vector<unsigned char>>(n * 4);
+    std::memcpy(data->data(), value[c].data(), n * 4);
+    auto w = rig.task(c % 2, plan::HostWrite{ChunkRef{plan::ChunkId(c), box}, box, data, box, 4},
+                      {create.id});
+    writer[c] = w.id;
+    tasks.push_back(std::move(create));
+    tasks.push_back(std::move(w));
+  }
+  rig.worker->submit(std::move(tasks));
+  tasks.clear();
+  for (int i = 0; i < copies; ++i) {
+    int src = 1 + int(g() % chunks), dst = 1 + int(g() % chunks);
+    std::vector<plan::TaskId> deps = readers[dst];
+    deps.push_back(writer[dst]);
+    Task t;
+    if (src == dst) {  // a fill with a value of its own, so that any reordering shows
+      plan::Fill fill{ChunkRef{plan::ChunkId(dst), box}, box, 4, {}};
+      const int v = int(g() % 1000000);
+      std::memcpy(fill.value.data(), &v, 4);
+      t = rig.task(dst % 2, fill, deps);
+      value[dst].assign(n, v);
+    } else {
+      deps.push_back(writer[src]);
+      t = rig.task(
+          dst % 2,
+          plan::Copy{ChunkRef{plan::ChunkId(src), box}, ChunkRef{plan::ChunkId(dst), box}, box, 4},
+          deps);
+      readers[src].push_back(t.id);
+      value[dst] = value[src];
+    }
+    readers[dst].clear();
+    writer[dst] = t.id;
+    tasks.push_back(std::move(t));
+    if (tasks.size() == batch) {
+      rig.worker->submit(std::move(tasks));
+      tasks.clear();
+    }
+  }
+  std::vector<std::vector<int>> out(chunks + 1, std::vector<int>(n, test::poison<int>()));
+  for (int c = 1; c <= chunks; ++c)
+    tasks.push_back(
+        rig.task(c % 2, plan::ReadBack{ChunkRef{plan::ChunkId(c), box}, box, out[c].data(), box, 4},
+                 {writer[c]}));
+  rig.worker->submit(std::move(tasks));
+  rig.worker->wait_all();
+  for (int c = 1; c <= chunks; ++c) EXPECT_EQ(out[c], value[c]) << "chunk " << c;
+  auto stats = rig.worker->stats();
+  EXPECT_EQ(stats.tasks_failed, 0u);
+  EXPECT_GT(stats.tasks_released_early, 0u);
+  std::printf("%llu of %llu tasks queued behind running dependencies\n",
+              (unsigned long long)stats.tasks_released_early,
+              (unsigned long long)stats.tasks_submitted);
 }
 
 }  // namespace

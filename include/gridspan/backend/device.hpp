@@ -46,7 +46,13 @@ class Device {
   /// Runs `work` for the device: on the cpu backend on one of its executors; on cuda `work`
   /// queues operations on one of the device's compute streams. `done` is called once they
   /// have finished, with the exception `work` threw or the device reported (or null).
-  virtual void submit(std::function<void()> work, std::function<void(std::exception_ptr)> done) = 0;
+  /// `after`: tickets of works submitted to this device before, whose operations must
+  /// finish before this work's start (an asynchronous device orders them itself, e.g. by
+  /// stream waits, without the host waiting; a finished one is skipped). Synchronous
+  /// devices get none. Returns this work's ticket (0 on synchronous devices).
+  using Ticket = uint64_t;
+  virtual Ticket submit(std::function<void()> work, std::function<void(std::exception_ptr)> done,
+                        const std::vector<Ticket>& after) = 0;
 
   // Region operations on row-major boxes (see regions.hpp), for use inside submitted work:
   // queued in order on the work's stream (cpu: done at once). Device pointers are this

@@ -36,6 +36,9 @@ struct Config {
   /// Bytes of chunks staged for tasks queued or running per device
   /// (GRIDSPAN_STAGING_BYTES); 0 = a quarter of the device's memory budget, at least 256 MiB.
   std::size_t staging_bytes = 0;
+  /// Queue a GPU task behind dependencies still running on its GPU, ordered there by
+  /// stream waits, instead of waiting for them on the host (GRIDSPAN_STREAM_ORDER).
+  bool stream_order = true;
   /// Host compiler for the cpu backend (GRIDSPAN_CXX); empty = c++ from PATH.
   std::string cxx;
   LogLevel log_level = LogLevel::warn;  // GRIDSPAN_LOG=error|warn|info|debug

@@ -27,14 +27,19 @@ namespace gridspan::runtime {
 struct WorkerStats {
   uint64_t tasks_run = 0;
   uint64_t tasks_failed = 0;
-  uint64_t stage_retries = 0;  // times a task could not be staged at once
+  uint64_t stage_retries = 0;         // times a task could not be staged at once
+  uint64_t tasks_submitted = 0;       // handed to an asynchronous device (a GPU)
+  uint64_t tasks_released_early = 0;  // ... while dependencies of theirs still ran there
 };
 
 class Worker {
  public:
   /// `staging_bytes`: chunk bytes staged per device for queued and running tasks (more
   /// tasks wait); 0 = a quarter of each device's memory capacity, at least 256 MiB.
-  Worker(std::vector<backend::Device*> devices, MemoryManager& memory, std::size_t staging_bytes);
+  /// `stream_order`: a task may be queued on an asynchronous device behind dependencies
+  /// still running there (false: every dependency is waited for on the host).
+  Worker(std::vector<backend::Device*> devices, MemoryManager& memory, std::size_t staging_bytes,
+         bool stream_order = true);
   ~Worker();  // finishes every submitted task first
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -73,7 +78,17 @@ class Worker {
     std::size_t staged_bytes = 0;
     bool sized = false;          // staged_bytes counted (the chunks exist by then)
     std::vector<ChunkUse> uses;  // announced to the memory manager at submit
+    // Release before the dependencies finish: a task whose unfinished dependencies are all
+    // queued on its own asynchronous device is staged and queued behind them at once.
+    int unordered = 0;             // unfinished dependencies not queued on this task's device
+    bool queued = false;           // in a work list, the ready queue or blocked_
+    bool launched = false;         // submitted to its device
+    bool ran = false;              // done on the device while a dependency was not reported done
+    std::exception_ptr run_error;  // what the device reported then
+    backend::Device::Ticket ticket = 0;  // the device's name for it, once launched
   };
+  bool ordered_on_device(const Node& dep, const Node& succ) const;
+  bool releasable(const Node& node) const;
   void scheduler_loop();
   void process(std::deque<Node*>& work, int here);
   void run_task(Node* node);     // on an executor thread, traced when asked
@@ -84,6 +99,7 @@ class Worker {
   std::vector<backend::Device*> devices_;
   MemoryManager& memory_;
   std::vector<std::size_t> staging_limit_;  // per device
+  bool stream_order_;
 
   mutable AdaptiveMutex mutex_;
   std::condition_variable_any wake_scheduler_, wake_waiters_;

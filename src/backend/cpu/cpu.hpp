@@ -38,7 +38,8 @@ class CpuDevice final : public Device {
   void deallocate_host(void* p, std::size_t bytes) override;
   void copy_to_host(void* host, const void* device, std::size_t bytes) override;
   void copy_from_host(void* device, const void* host, std::size_t bytes) override;
-  void submit(std::function<void()> work, std::function<void(std::exception_ptr)> done) override;
+  Ticket submit(std::function<void()> work, std::function<void(std::exception_ptr)> done,
+                const std::vector<Ticket>& after) override;
   void copy(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
             const Rect& region, std::size_t elem_size) override;
   void fill(void* dst, const Rect& dst_rect, const Rect& region, const void* value,

@@ -100,7 +100,14 @@ void CpuDevice::download(void* host, const Rect& host_rect, const void* src, con
   copy_region(host, host_rect, src, src_rect, region, elem_size);
 }
 
-void CpuDevice::submit(std::function<void()> work, std::function<void(std::exception_ptr)> done) {
+Device::Ticket CpuDevice::submit(std::function<void()> work,
+                                 std::function<void(std::exception_ptr)> done,
+                                 const std::vector<Ticket>& after) {
+  if (!after.empty())
+    throw Error(
+        fmt::format("internal error: work ordered after other work on {}, which runs "
+                    "each work to its end (not asynchronous)",
+                    name()));
   bool wake;
   {
     std::lock_guard lock(mutex_);
@@ -109,6 +116,7 @@ void CpuDevice::submit(std::function<void()> work, std::function<void(std::excep
     wake = sleepers_ > 0;  // no futex call when every executor is busy or polling
   }
   if (wake) ready_.notify_one();
+  return 0;
 }
 
 void CpuDevice::executor_loop() {

@@ -241,17 +241,28 @@ void CudaDevice::copy_from_host(void* device, const void* host, std::size_t byte
       "copying from the host");
 }
 
-void CudaDevice::submit(std::function<void()> work, std::function<void(std::exception_ptr)> done) {
+Device::Ticket CudaDevice::submit(std::function<void()> work,
+                                  std::function<void(std::exception_ptr)> done,
+                                  const std::vector<Ticket>& after) {
   Lane& lane = *lanes_[next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size()];
   LaunchLabel label;
   std::exception_ptr error;
   CUevent event = nullptr;
+  Ticket ticket = 0;
   {
     std::lock_guard lock(lane.submit_mutex);
     const Current saved = t_current;
     t_current = Current{this, lane.stream, &label};
     try {
       bind();
+      if (!after.empty()) {
+        // The GPU holds this work back until the earlier works' events have fired; the
+        // host does not wait. Finished works' events are gone (and may be reused).
+        std::lock_guard tickets(tickets_mutex_);
+        for (Ticket t : after)
+          if (auto it = in_flight_.find(t); it != in_flight_.end())
+            check(api_.cuStreamWaitEvent(lane.stream, it->second, 0), "cuStreamWaitEvent", name_);
+      }
       work();
     } catch (...) {
       error = std::current_exception();
@@ -262,6 +273,9 @@ void CudaDevice::submit(std::function<void()> work, std::function<void(std::exce
     try {
       event = take_event();
       check(api_.cuEventRecord(event, lane.stream), "cuEventRecord", name_);
+      std::lock_guard tickets(tickets_mutex_);
+      ticket = ++last_ticket_;
+      in_flight_.emplace(ticket, event);
     } catch (...) {
       if (event) give_event(event);
       event = nullptr;
@@ -270,9 +284,10 @@ void CudaDevice::submit(std::function<void()> work, std::function<void(std::exce
   }
   {
     std::lock_guard lock(lane.mutex);
-    lane.queue.push_back(Pending{event, std::move(done), error, std::move(label)});
+    lane.queue.push_back(Pending{event, ticket, std::move(done), error, std::move(label)});
   }
   lane.cv.notify_one();
+  return ticket;
 }
 
 void CudaDevice::completion_loop(Lane& lane) {
@@ -288,6 +303,10 @@ void CudaDevice::completion_loop(Lane& lane) {
     if (p.event) {
       bind();
       CUresult r = api_.cuEventSynchronize(p.event);
+      {
+        std::lock_guard tickets(tickets_mutex_);
+        in_flight_.erase(p.ticket);
+      }
       give_event(p.event);
       if (r != CUDA_SUCCESS && !p.error) {
         p.error = std::make_exception_ptr(DeviceError(fmt::format(

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/cuda/loader.hpp"
@@ -42,7 +43,8 @@ class CudaDevice final : public Device {
   void deallocate_host(void* p, std::size_t bytes) override;
   void copy_to_host(void* host, const void* device, std::size_t bytes) override;
   void copy_from_host(void* device, const void* host, std::size_t bytes) override;
-  void submit(std::function<void()> work, std::function<void(std::exception_ptr)> done) override;
+  Ticket submit(std::function<void()> work, std::function<void(std::exception_ptr)> done,
+                const std::vector<Ticket>& after) override;
   void copy(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
             const Rect& region, std::size_t elem_size) override;
   void fill(void* dst, const Rect& dst_rect, const Rect& region, const void* value,
@@ -72,6 +74,7 @@ class CudaDevice final : public Device {
  private:
   struct Pending {
     CUevent event;
+    Ticket ticket;
     std::function<void(std::exception_ptr)> done;
     std::exception_ptr error;
     LaunchLabel label;
@@ -112,6 +115,11 @@ class CudaDevice final : public Device {
   CUstream to_host_ = nullptr, from_host_ = nullptr;
   std::mutex events_mutex_;
   std::vector<CUevent> events_;
+  // The events of submitted works that have not finished, by ticket: a later work's stream
+  // waits on them. An event leaves here before it is recycled, under the same mutex.
+  std::mutex tickets_mutex_;
+  std::unordered_map<Ticket, CUevent> in_flight_;
+  Ticket last_ticket_ = 0;
   CUmodule builtins_ = nullptr;
   CUfunction copy_[5] = {}, fill_[5] = {};  // by element size 1, 2, 4, 8, 16
   std::map<std::pair<DType, annotation::ReduceOp>, CUfunction> combine_;

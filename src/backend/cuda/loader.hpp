@@ -45,6 +45,7 @@ namespace gridspan::backend::cuda {
   X(cuEventDestroy)                       \
   X(cuEventRecord)                        \
   X(cuEventSynchronize)                   \
+  X(cuStreamWaitEvent)                    \
   X(cuModuleLoadData)                     \
   X(cuModuleUnload)                       \
   X(cuModuleGetFunction)                  \
