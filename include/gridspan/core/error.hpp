@@ -50,6 +50,13 @@ class DeviceError : public Error {
   using Error::Error;
 };
 
+/// A failure between processes: a malformed message, a worker that died or stopped
+/// answering.
+class NetError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// An I/O failure or corrupt data in a spill file.
 class IoError : public Error {
  public:
