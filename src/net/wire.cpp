@@ -46,10 +46,45 @@ E read_enum(Reader& r, const char* field, E last) {
   return static_cast<E>(v);
 }
 
+int read_rank(Reader& r, const char* field) {
+  const uint32_t v = r.u32(field);
+  if (v > (1u << 24)) r.fail(fmt::format("{} is {}", field, v));
+  return static_cast<int>(v);
+}
+
 std::size_t read_elem_size(Reader& r, const char* field) {
   uint64_t e = r.u64(field);
   if (e == 0 || e > 16) r.fail(fmt::format("{} is {} bytes (1 to 16 expected)", field, e));
   return static_cast<std::size_t>(e);
+}
+
+// The fields Send and Recv share: a chunk and region, the element size, the other rank
+// and the transfer.
+struct Transfer {
+  plan::ChunkRef chunk;
+  Rect region;
+  std::size_t elem_size;
+  int rank;
+  plan::TransferId transfer;
+};
+
+void write_transfer(Writer& w, const plan::ChunkRef& chunk, const Rect& region,
+                    std::size_t elem_size, int rank, plan::TransferId transfer) {
+  write_chunk(w, chunk);
+  w.rect(region);
+  w.u64(elem_size);
+  w.u32(static_cast<uint32_t>(rank));
+  w.u64(transfer);
+}
+
+Transfer read_transfer(Reader& r, const std::string& what) {
+  Transfer t;
+  t.chunk = read_chunk(r, (what + " chunk").c_str());
+  t.region = r.rect((what + " region").c_str());
+  t.elem_size = read_elem_size(r, (what + " element size").c_str());
+  t.rank = read_rank(r, (what + " rank").c_str());
+  t.transfer = r.u64((what + " transfer").c_str());
+  return t;
 }
 
 void write_payload(Writer& w, const Task& t, const IdOfExecutable& id_of) {
@@ -111,6 +146,15 @@ void write_payload(Writer& w, const Task& t, const IdOfExecutable& id_of) {
           const auto& offsets = p.scalar_offsets ? *p.scalar_offsets : no_offsets;
           w.u32(static_cast<uint32_t>(offsets.size()));
           for (uint32_t o : offsets) w.u32(o);
+        } else if constexpr (std::is_same_v<P, plan::Send>) {
+          write_transfer(w, p.src, p.region, p.elem_size, p.to, p.transfer);
+        } else if constexpr (std::is_same_v<P, plan::Recv>) {
+          write_transfer(w, p.dst, p.region, p.elem_size, p.from, p.transfer);
+        } else if constexpr (std::is_same_v<P, plan::RecvHost>) {
+          throw NetError(fmt::format(
+              "internal error: task {} (a receive into the driver's memory) cannot be sent to "
+              "another process",
+              t.id));
         } else {
           static_assert(std::is_same_v<P, plan::Barrier>);
         }
@@ -199,7 +243,18 @@ plan::Payload read_payload(Reader& r, const ExecutableOfId& executable_of) {
     return e;
   }
   if (kind == payload_index<plan::Barrier>()) return plan::Barrier{};
-  r.fail(fmt::format("task kind {} (a read-back) cannot arrive from another process", kind));
+  if (kind == payload_index<plan::Send>()) {
+    Transfer t = read_transfer(r, "send");
+    return plan::Send{t.chunk, t.region, t.elem_size, t.rank, t.transfer};
+  }
+  if (kind == payload_index<plan::Recv>()) {
+    Transfer t = read_transfer(r, "receive");
+    return plan::Recv{t.chunk, t.region, t.elem_size, t.rank, t.transfer};
+  }
+  r.fail(
+      fmt::format("task kind {} (a read-back into the driver's memory) cannot arrive from "
+                  "another process",
+                  kind));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <unordered_map>
 #include <unordered_set>
@@ -113,8 +114,9 @@ std::array<unsigned char, 16> reduce_identity(ReduceOp op, DType dtype) {
 }
 
 const char* Task::kind() const {
-  static const char* names[] = {"create", "delete", "fill",    "copy",   "reduce",
-                                "write",  "read",   "execute", "barrier"};
+  static const char* names[] = {"create", "delete",  "fill",    "copy", "reduce", "write",
+                                "read",   "execute", "barrier", "send", "recv",   "recv-host"};
+  static_assert(std::size(names) == std::variant_size_v<Payload>);
   return names[payload.index()];
 }
 
@@ -135,6 +137,10 @@ void Task::chunk_uses(std::vector<std::pair<ChunkId, bool>>& out) const {
           out.emplace_back(p.dst.id, true);
         else if constexpr (std::is_same_v<P, ReadBack>)
           out.emplace_back(p.src.id, false);
+        else if constexpr (std::is_same_v<P, Send>)
+          out.emplace_back(p.src.id, false);
+        else if constexpr (std::is_same_v<P, Recv>)
+          out.emplace_back(p.dst.id, true);
         else if constexpr (std::is_same_v<P, Execute>) {
           for (auto& a : p.arrays)
             if (a.chunk.id) {

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "gridspan/backend/regions.hpp"
 #include "gridspan/core/error.hpp"
 #include "gridspan/core/log.hpp"
 #include "gridspan/plan/planner.hpp"
@@ -20,7 +21,23 @@ namespace {
 bool runs_inline(const Task& t) {
   return std::holds_alternative<plan::CreateChunk>(t.payload) ||
          std::holds_alternative<plan::DeleteChunk>(t.payload) ||
-         std::holds_alternative<plan::Barrier>(t.payload);
+         std::holds_alternative<plan::Barrier>(t.payload) ||
+         std::holds_alternative<plan::RecvHost>(t.payload);
+}
+
+// The transfer a Recv or RecvHost waits for, or null.
+const plan::TransferId* awaited_transfer(const Task& t) {
+  if (auto* r = std::get_if<plan::Recv>(&t.payload)) return &r->transfer;
+  if (auto* h = std::get_if<plan::RecvHost>(&t.payload)) return &h->transfer;
+  return nullptr;
+}
+
+// The transfer's data must fill the region exactly.
+void check_transfer_size(const Task& t, std::size_t got, const Rect& region, std::size_t elem) {
+  const std::size_t want = static_cast<std::size_t>(region.volume()) * elem;
+  if (got != want)
+    throw NetError(fmt::format("task {} ({}) received {} bytes for a region of {} bytes ({})", t.id,
+                               t.kind(), got, want, region.str()));
 }
 
 // Tasks that may be queued on an asynchronous device behind dependencies still running
@@ -103,6 +120,17 @@ void Worker::submit(std::vector<Task>&& tasks) {
   }
   for (Node* node : nodes) {
     TaskId id = node->task.id;
+    if (const plan::TransferId* transfer = awaited_transfer(node->task)) {
+      // Its data are one more thing to wait for, unless they came first.
+      if (auto a = arrived_.find(*transfer); a != arrived_.end()) {
+        node->transfer = std::move(a->second);
+        arrived_.erase(a);
+      } else {
+        ++node->missing;
+        ++node->unordered;
+        awaiting_[*transfer] = node;
+      }
+    }
     for (TaskId dep : node->task.deps) {
       auto p = pending_.find(dep);
       if (p != pending_.end() && dep != id) {
@@ -207,10 +235,16 @@ void Worker::process(std::deque<Node*>& work, int here) {
       if (!skip) {
         lock.unlock();
         try {
-          if (auto* c = std::get_if<plan::CreateChunk>(&t.payload))
+          if (auto* c = std::get_if<plan::CreateChunk>(&t.payload)) {
             memory_.create(c->chunk, c->bytes, t.device);
-          else if (auto* d = std::get_if<plan::DeleteChunk>(&t.payload))
+          } else if (auto* d = std::get_if<plan::DeleteChunk>(&t.payload)) {
             memory_.destroy(d->chunk);
+          } else if (auto* h = std::get_if<plan::RecvHost>(&t.payload)) {
+            check_transfer_size(t, node->transfer.size(), h->region, h->elem_size);
+            backend::copy_region(h->dst, h->dst_rect, node->transfer.data(), h->region, h->region,
+                                 h->elem_size);
+            std::vector<unsigned char>().swap(node->transfer);
+          }
         } catch (...) {
           if (!error) error = std::current_exception();
         }
@@ -292,6 +326,7 @@ void Worker::process(std::deque<Node*>& work, int here) {
       } catch (...) {
         e = std::current_exception();
       }
+      after_run(node, e);
       unstage(node, e);
       lock.lock();
       finish(node, e, work);
@@ -307,6 +342,7 @@ void Worker::process(std::deque<Node*>& work, int here) {
       node->ticket = devices_[dev]->submit([this, node] { run_task(node); },
                                            [this, node, dev](std::exception_ptr e) {
                                              callbacks_.fetch_add(1, std::memory_order_relaxed);
+                                             after_run(node, e);
                                              unstage(node, e);
                                              std::deque<Node*> next;
                                              {
@@ -342,6 +378,45 @@ void Worker::process(std::deque<Node*>& work, int here) {
     }
   }
   if (progress_ && !blocked_.empty()) wake_scheduler_.notify_one();
+}
+
+// After a task ran on its device (without the lock): a Send's data go to their rank now
+// that the device has read them.
+void Worker::after_run(Node* node, std::exception_ptr& error) {
+  auto* s = std::get_if<plan::Send>(&node->task.payload);
+  if (!s || error) return;
+  try {
+    if (!link_)
+      throw NetError(
+          fmt::format("internal error: task {} sends to rank {}, but this worker has "
+                      "no connection to other processes",
+                      node->task.id, s->to));
+    link_->send(s->to, s->transfer, std::move(node->transfer));
+  } catch (...) {
+    error = std::current_exception();
+  }
+}
+
+void Worker::deliver(plan::TransferId transfer, std::vector<unsigned char> data) {
+  std::deque<Node*> work;
+  {
+    std::lock_guard<AdaptiveMutex> lock(mutex_);
+    auto it = awaiting_.find(transfer);
+    if (it == awaiting_.end()) {
+      if (!arrived_.emplace(transfer, std::move(data)).second)
+        throw NetError(fmt::format("transfer {} arrived twice", transfer));
+      return;
+    }
+    Node* node = it->second;
+    awaiting_.erase(it);
+    node->transfer = std::move(data);
+    --node->unordered;
+    if (--node->missing == 0 && !node->queued && !node->launched) {
+      node->queued = true;
+      work.push_back(node);
+    }
+  }
+  if (!work.empty()) process(work, -1);
 }
 
 // Unpins a task's chunks (a failure here becomes the task's error). Without the lock.
@@ -414,6 +489,14 @@ void Worker::run_payload(Node* node) {
           dev.upload(data(p.dst), p.dst.rect, p.data->data(), p.data_rect, p.region, p.elem_size);
         } else if constexpr (std::is_same_v<P, plan::ReadBack>) {
           dev.download(p.dst, p.dst_rect, data(p.src), p.src.rect, p.region, p.elem_size);
+        } else if constexpr (std::is_same_v<P, plan::Send>) {
+          node->transfer.resize(static_cast<std::size_t>(p.region.volume()) * p.elem_size);
+          dev.download(node->transfer.data(), p.region, data(p.src), p.src.rect, p.region,
+                       p.elem_size);
+        } else if constexpr (std::is_same_v<P, plan::Recv>) {
+          check_transfer_size(t, node->transfer.size(), p.region, p.elem_size);
+          dev.upload(data(p.dst), p.dst.rect, node->transfer.data(), p.region, p.region,
+                     p.elem_size);
         } else if constexpr (std::is_same_v<P, plan::Execute>) {
           void* ptrs[64];
           std::vector<void*> heap;
@@ -434,7 +517,8 @@ bool Worker::ordered_on_device(const Node& dep, const Node& succ) const {
 }
 
 bool Worker::releasable(const Node& node) const {
-  return node.missing > 0 && node.unordered == 0 && !node.queued && !node.launched && !node.error;
+  return node.missing > 0 && node.unordered == 0 && !node.queued && !node.launched && !node.error &&
+         runs_on_device_alone(node.task);
 }
 
 // Under the lock: records the end of a task and appends the successors it made ready (or

@@ -116,6 +116,12 @@ Task random_task(std::mt19937_64& g, std::size_t kind, const Kernels& k) {
       t.payload = e;
       break;
     }
+    case 9:
+      t.payload = plan::Send{random_chunk(g), random_rect(g), 1 + g() % 16, int(g() % 64), g()};
+      break;
+    case 10:
+      t.payload = plan::Recv{random_chunk(g), random_rect(g), 1 + g() % 16, int(g() % 64), g()};
+      break;
     default:
       t.payload = plan::Barrier{};
   }
@@ -163,6 +169,18 @@ void expect_same(const Task& a, const Task& b) {
           EXPECT_EQ(*p.data, *q.data);
           EXPECT_EQ(p.data_rect, q.data_rect);
           EXPECT_EQ(p.elem_size, q.elem_size);
+        } else if constexpr (std::is_same_v<P, plan::Send>) {
+          expect_same(p.src, q.src);
+          EXPECT_EQ(p.region, q.region);
+          EXPECT_EQ(p.elem_size, q.elem_size);
+          EXPECT_EQ(p.to, q.to);
+          EXPECT_EQ(p.transfer, q.transfer);
+        } else if constexpr (std::is_same_v<P, plan::Recv>) {
+          expect_same(p.dst, q.dst);
+          EXPECT_EQ(p.region, q.region);
+          EXPECT_EQ(p.elem_size, q.elem_size);
+          EXPECT_EQ(p.from, q.from);
+          EXPECT_EQ(p.transfer, q.transfer);
         } else if constexpr (std::is_same_v<P, plan::Execute>) {
           EXPECT_EQ(p.executable, q.executable);
           EXPECT_EQ(p.blocks, q.blocks);
@@ -189,7 +207,7 @@ TEST(Wire, EveryTaskKindSurvivesARoundTrip) {
   std::vector<Task> tasks;
   for (int i = 0; i < 400; ++i) {
     std::size_t kind = g() % std::variant_size_v<plan::Payload>;
-    if (kind == 6) continue;  // ReadBack: never sent
+    if (kind == 6 || kind == 11) continue;  // ReadBack, RecvHost: driver memory, never sent
     tasks.push_back(random_task(g, kind, k));
   }
   auto bytes = encode_tasks(tasks, k.id_of());
@@ -216,7 +234,7 @@ TEST(Wire, MalformedMessagesAreNetErrors) {
   auto g = test::rng(42);
   Kernels k;
   std::vector<Task> tasks;
-  for (std::size_t kind : {0, 1, 2, 3, 4, 5, 7, 8}) tasks.push_back(random_task(g, kind, k));
+  for (std::size_t kind : {0, 1, 2, 3, 4, 5, 7, 8, 9, 10}) tasks.push_back(random_task(g, kind, k));
   const auto bytes = encode_tasks(tasks, k.id_of());
   // Cut short anywhere: an error, never a crash or a task made of garbage.
   for (std::size_t n = 0; n < bytes.size(); ++n)
@@ -256,6 +274,10 @@ TEST(Wire, MalformedMessagesAreNetErrors) {
   rb.id = 77;
   rb.payload = plan::ReadBack{random_chunk(g), random_rect(g), nullptr, random_rect(g), 4};
   expect_net_error([&] { encode_tasks({rb}, k.id_of()); }, "task 77");
+  Task rh;
+  rh.id = 78;
+  rh.payload = plan::RecvHost{nullptr, random_rect(g), random_rect(g), 4, 1, 2};
+  expect_net_error([&] { encode_tasks({rh}, k.id_of()); }, "task 78");
 }
 
 }  // namespace

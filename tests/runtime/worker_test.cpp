@@ -448,5 +448,70 @@ TEST(Worker, RandomCopiesOnAsynchronousDevicesKeepTheirOrder) {
               (unsigned long long)stats.tasks_submitted);
 }
 
+// Two workers of one process standing in for two ranks: what one's Send reads, the other's
+// Recv (or RecvHost) gets.
+struct Link : DataLink {
+  std::function<void(int, plan::TransferId, std::vector<unsigned char>)> to;
+  void send(int rank, plan::TransferId transfer, std::vector<unsigned char> data) override {
+    to(rank, transfer, std::move(data));
+  }
+};
+
+// A chunk goes from rank 0 to rank 1 (its Recv submitted before and after the data come),
+// part of it comes back into host memory on rank 0; a transfer of the wrong size is an
+// error, and so is a Send where nothing connects the worker to other processes.
+TEST(Worker, SendsAndReceivesMoveChunksBetweenWorkers) {
+  auto g = test::rng(34);
+  Rig a(1, 1 << 20, 1 << 20, "cpu"), b(1, 1 << 20, 1 << 20, "cpu");
+  Link link;
+  Rig* ranks[] = {&a, &b};
+  link.to = [&](int rank, plan::TransferId t, std::vector<unsigned char> d) {
+    ranks[rank]->worker->deliver(t, std::move(d));
+  };
+  a.worker->connect(&link);
+  b.worker->connect(&link);
+  const int n = 500;
+  Rect box(1, {0, 0, 0}, {n, 1, 1}), part(1, {100, 0, 0}, {300, 1, 1});
+  auto values = test::random_vector<int>(n, g);
+  auto data = std::make_shared<std::vector<unsigned char>>(n * 4);
+  std::memcpy(data->data(), values.data(), n * 4);
+  // Rank 1 first: its Recv waits for data not sent yet.
+  std::vector<int> out(n, test::poison<int>());
+  b.next = 100;
+  b.worker->submit({b.task(0, plan::CreateChunk{1, n * 4u}),
+                    b.task(0, plan::Recv{ChunkRef{1, box}, box, 4, 0, 7}, {101}),
+                    b.task(0, plan::ReadBack{ChunkRef{1, box}, box, out.data(), box, 4}, {102}),
+                    b.task(0, plan::Send{ChunkRef{1, box}, part, 4, 0, 8}, {102})});
+  a.worker->submit({a.task(0, plan::CreateChunk{1, n * 4u}),
+                    a.task(0, plan::HostWrite{ChunkRef{1, box}, box, data, box, 4}, {1}),
+                    a.task(0, plan::Send{ChunkRef{1, box}, box, 4, 1, 7}, {2})});
+  b.worker->wait_all();
+  EXPECT_EQ(out, values);
+  // Back on rank 0, after its data came: into host memory, as a 200-element box.
+  std::vector<int> back(200, test::poison<int>());
+  a.worker->submit({a.task(0, plan::RecvHost{back.data(), part, part, 4, 1, 8})});
+  a.worker->wait_all();
+  EXPECT_EQ(back, std::vector<int>(values.begin() + 100, values.begin() + 300));
+  // 800 bytes for a 400-byte region.
+  b.worker->deliver(9, std::vector<unsigned char>(800, 1));
+  b.worker->submit(
+      {b.task(0, plan::Recv{ChunkRef{1, box}, Rect(1, {0, 0, 0}, {100, 1, 1}), 4, 0, 9})});
+  try {
+    b.worker->wait_all();
+    ADD_FAILURE() << "no error";
+  } catch (const NetError& e) {
+    EXPECT_NE(std::string(e.what()).find("received 800 bytes for a region of 400"),
+              std::string::npos)
+        << e.what();
+  }
+  Rig lone(1, 1 << 20, 1 << 20, "cpu");
+  lone.worker->submit({lone.task(0, plan::CreateChunk{1, 40}),
+                       lone.task(0,
+                                 plan::Send{ChunkRef{1, Rect(1, {0, 0, 0}, {10, 1, 1})},
+                                            Rect(1, {0, 0, 0}, {10, 1, 1}), 4, 1, 3},
+                                 {1})});
+  EXPECT_THROW(lone.worker->wait_all(), NetError);
+}
+
 }  // namespace
 }  // namespace gridspan::runtime

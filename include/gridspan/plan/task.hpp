@@ -97,8 +97,40 @@ struct Execute {
 /// Completes when its dependencies have: what an Event waits for.
 struct Barrier {};
 
+/// Between processes: a transfer is one region of one chunk, read by a Send on the rank that
+/// holds it and written by the Recv (or RecvHost) with the same transfer number on the rank
+/// `to`. The driver numbers transfers uniquely.
+using TransferId = uint64_t;
+/// Reads `region` of a chunk and sends it to rank `to` once the device has read it.
+struct Send {
+  ChunkRef src;
+  Rect region;
+  std::size_t elem_size;
+  int to;
+  TransferId transfer;
+};
+/// Writes what the Send of `transfer` on rank `from` read into `region` of a chunk; ready
+/// only once the data have arrived (and its dependencies are done).
+struct Recv {
+  ChunkRef dst;
+  Rect region;
+  std::size_t elem_size;
+  int from;
+  TransferId transfer;
+};
+/// Writes what the Send of `transfer` on rank `from` read into host memory laid out as the
+/// box `dst_rect` (the driver's read-back of a chunk another rank holds).
+struct RecvHost {
+  void* dst;
+  Rect dst_rect;
+  Rect region;
+  std::size_t elem_size;
+  int from;
+  TransferId transfer;
+};
+
 using Payload = std::variant<CreateChunk, DeleteChunk, Fill, Copy, Reduce, HostWrite, ReadBack,
-                             Execute, Barrier>;
+                             Execute, Barrier, Send, Recv, RecvHost>;
 
 struct Task {
   TaskId id = 0;

@@ -32,6 +32,15 @@ struct WorkerStats {
   uint64_t tasks_released_early = 0;  // ... while dependencies of theirs still ran there
 };
 
+/// How a worker's Send tasks reach the worker of another process: the process's dispatcher
+/// implements it over its transport, and hands what arrives to Worker::deliver.
+class DataLink {
+ public:
+  virtual ~DataLink() = default;
+  /// Queues the data of `transfer` for rank `to`; must not block on the network.
+  virtual void send(int to, plan::TransferId transfer, std::vector<unsigned char> data) = 0;
+};
+
 class Worker {
  public:
   /// `staging_bytes`: chunk bytes staged per device for queued and running tasks (more
@@ -47,6 +56,11 @@ class Worker {
   /// Adds tasks; their dependencies are tasks submitted earlier (or in this batch, before
   /// them). Dependencies on finished tasks are satisfied at once.
   void submit(std::vector<plan::Task>&& tasks);
+  /// Where Send tasks go (before any is submitted; null: none may be).
+  void connect(DataLink* link) { link_ = link; }
+  /// The data of a transfer from another process: the Recv or RecvHost task of that
+  /// transfer, submitted before or after, takes it.
+  void deliver(plan::TransferId transfer, std::vector<unsigned char> data);
   /// Finished (successfully or not).
   bool is_done(plan::TaskId id) const;
   /// Blocks until the task is finished; throws the error that made it (or a task it
@@ -85,8 +99,10 @@ class Worker {
     bool launched = false;         // submitted to its device
     bool ran = false;              // done on the device while a dependency was not reported done
     std::exception_ptr run_error;  // what the device reported then
-    backend::Device::Ticket ticket = 0;  // the device's name for it, once launched
+    backend::Device::Ticket ticket = 0;   // the device's name for it, once launched
+    std::vector<unsigned char> transfer;  // a Send's data once read, a Recv's once arrived
   };
+  void after_run(Node* node, std::exception_ptr& error);  // sends what a Send read
   bool ordered_on_device(const Node& dep, const Node& succ) const;
   bool releasable(const Node& node) const;
   void scheduler_loop();
@@ -98,6 +114,7 @@ class Worker {
 
   std::vector<backend::Device*> devices_;
   MemoryManager& memory_;
+  DataLink* link_ = nullptr;
   std::vector<std::size_t> staging_limit_;  // per device
   bool stream_order_;
 
@@ -108,6 +125,9 @@ class Worker {
   std::vector<std::unordered_map<plan::TaskId, Node>::node_type> finished_;  // freed by submit
   std::deque<Node*> ready_;
   std::deque<Node*> blocked_;  // ready, but could not be staged yet
+  // Transfers that arrived before their Recv was submitted, and Recvs waiting for theirs.
+  std::unordered_map<plan::TransferId, std::vector<unsigned char>> arrived_;
+  std::unordered_map<plan::TransferId, Node*> awaiting_;
   std::vector<std::size_t> staged_bytes_;
   std::vector<int> staged_tasks_;
   plan::TaskId max_submitted_ = 0;
