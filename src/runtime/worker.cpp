@@ -121,10 +121,13 @@ void Worker::submit(std::vector<Task>&& tasks) {
   for (Node* node : nodes) {
     TaskId id = node->task.id;
     if (const plan::TransferId* transfer = awaited_transfer(node->task)) {
-      // Its data are one more thing to wait for, unless they came first.
+      // Its data are one more thing to wait for, unless they came first (or failed).
       if (auto a = arrived_.find(*transfer); a != arrived_.end()) {
         node->transfer = std::move(a->second);
         arrived_.erase(a);
+      } else if (auto f = failed_transfers_.find(*transfer); f != failed_transfers_.end()) {
+        node->error = f->second;
+        failed_transfers_.erase(f);
       } else {
         ++node->missing;
         ++node->unordered;
@@ -397,6 +400,28 @@ void Worker::after_run(Node* node, std::exception_ptr& error) {
   }
 }
 
+void Worker::deliver_failure(plan::TransferId transfer, const std::string& why) {
+  auto error = std::make_exception_ptr(NetError(why));
+  std::deque<Node*> work;
+  {
+    std::lock_guard<AdaptiveMutex> lock(mutex_);
+    auto it = awaiting_.find(transfer);
+    if (it == awaiting_.end()) {
+      failed_transfers_.emplace(transfer, error);
+      return;
+    }
+    Node* node = it->second;
+    awaiting_.erase(it);
+    if (!node->error) node->error = error;
+    --node->unordered;
+    if (--node->missing == 0 && !node->queued && !node->launched) {
+      node->queued = true;
+      work.push_back(node);
+    }
+  }
+  if (!work.empty()) process(work, -1);
+}
+
 void Worker::deliver(plan::TransferId transfer, std::vector<unsigned char> data) {
   std::deque<Node*> work;
   {
@@ -535,6 +560,20 @@ void Worker::finish(Node* first, std::exception_ptr first_error, std::deque<Node
     if (!error && node->error &&
         (node->launched || std::holds_alternative<plan::Barrier>(node->task.payload)))
       error = node->error;
+    if (on_barrier_ && std::holds_alternative<plan::Barrier>(node->task.payload))
+      on_barrier_(id, error);
+    if (auto* s = std::get_if<plan::Send>(&node->task.payload); s && error && link_) {
+      // The receiving rank would wait for these data forever: it hears why they won't come.
+      std::string why;
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        why = e.what();
+      } catch (...) {
+        why = "an unknown error";
+      }
+      link_->fail(s->to, s->transfer, why);
+    }
     if (error) {
       failed_[id] = error;
       ++stats_.tasks_failed;

@@ -7,16 +7,13 @@
 
 #include "gridspan/core/error.hpp"
 #include "gridspan/plan/planner.hpp"
+#include "plan/plan_support.hpp"
 
 namespace gridspan::plan {
 namespace {
 
-class Nothing : public Executable {
- public:
-  const std::string& name() const override { return name_; }
-  void run(const ExecFrame&) const override {}
-  std::string name_ = "k";
-};
+using test_support::Nothing;
+using test_support::vec;
 
 struct Fixture {
   int devices;
@@ -58,16 +55,6 @@ struct Fixture {
     return planner.launch(s);
   }
 };
-
-annotation::ParamInfo vec(const char* name, bool is_const = false) {
-  annotation::ParamInfo p;
-  p.name = name;
-  p.is_array = true;
-  p.rank = 1;
-  p.is_const = is_const;
-  p.type_text = "Vector<float>";
-  return p;
-}
 
 int count(const Plan& p, const char* kind) {
   return static_cast<int>(std::count_if(p.tasks.begin(), p.tasks.end(), [&](const Task& t) {

@@ -13,7 +13,9 @@
 
 #include "gridspan/core/error.hpp"
 #include "gridspan/plan/planner.hpp"
+#include "gridspan/plan/split.hpp"
 #include "gridspan/runtime/worker.hpp"
+#include "runtime/rig.hpp"
 #include "support/random.hpp"
 
 namespace gridspan::runtime {
@@ -21,48 +23,6 @@ namespace {
 
 using plan::ChunkRef;
 using plan::Task;
-
-struct Rig {
-  std::unique_ptr<backend::Backend> backend;
-  std::vector<std::unique_ptr<backend::Device>> wrappers;  // in front of the backend's
-  std::unique_ptr<MemoryManager> memory;
-  std::unique_ptr<Worker> worker;
-  plan::TaskId next = 0;
-
-  using Wrap = std::function<std::unique_ptr<backend::Device>(backend::Device&)>;
-  // `backend_name`: empty = the one GRIDSPAN_BACKEND names (scripts/gpu-check.sh runs these
-  // on GPUs too). `wrap`: a device to put in front of each of the backend's.
-  Rig(int devices, std::size_t device_bytes, std::size_t staging, std::string backend_name = "",
-      const Wrap& wrap = {}) {
-    Config c = Config::from_env();
-    if (!backend_name.empty()) c.backend = backend_name;
-    c.cpu_devices = devices;
-    c.gpus = devices;
-    c.cpu_threads = 2;
-    c.log_level = LogLevel::error;
-    backend = backend::make_backend(c);
-    std::vector<backend::Device*> used = backend->devices();
-    if (wrap)
-      for (auto*& d : used) {
-        wrappers.push_back(wrap(*d));
-        d = wrappers.back().get();
-      }
-    memory = std::make_unique<MemoryManager>(used, MemoryLimits{device_bytes, 0, ""});
-    worker = std::make_unique<Worker>(used, *memory, staging ? staging : 1 << 20);
-  }
-  ~Rig() {
-    worker.reset();
-    memory.reset();
-  }
-  Task task(int device, plan::Payload p, std::vector<plan::TaskId> deps = {}) {
-    Task t;
-    t.id = ++next;
-    t.device = device;
-    t.payload = std::move(p);
-    t.deps = std::move(deps);
-    return t;
-  }
-};
 
 // Chunks 1..links (chunk c on device c % devices) and a chain through them: `values` are
 // written into chunk 1, copied from chunk to chunk, and read back from the last into `out`.
@@ -139,13 +99,6 @@ TEST(Worker, BoundedStagingUnderTinyMemoryCompletes) {
   for (int c = 0; c < chunks; ++c) ASSERT_EQ(outs[c], std::vector<int>(n, c * 7 + 1)) << c;
   EXPECT_EQ(rig.worker->stats().tasks_failed, 0u);
 }
-
-class Throws : public plan::Executable {
- public:
-  const std::string& name() const override { return name_; }
-  void run(const plan::ExecFrame&) const override { throw AccessError("deliberate failure"); }
-  std::string name_ = "throws";
-};
 
 // An execute of `exe` with one block per element of the 1-D `box`.
 plan::Execute execute_of(const plan::Executable& exe, const Rect& box) {
@@ -452,8 +405,12 @@ TEST(Worker, RandomCopiesOnAsynchronousDevicesKeepTheirOrder) {
 // Recv (or RecvHost) gets.
 struct Link : DataLink {
   std::function<void(int, plan::TransferId, std::vector<unsigned char>)> to;
+  std::function<void(int, plan::TransferId, const std::string&)> failed;
   void send(int rank, plan::TransferId transfer, std::vector<unsigned char> data) override {
     to(rank, transfer, std::move(data));
+  }
+  void fail(int rank, plan::TransferId transfer, const std::string& why) override {
+    if (failed) failed(rank, transfer, why);
   }
 };
 
@@ -511,6 +468,45 @@ TEST(Worker, SendsAndReceivesMoveChunksBetweenWorkers) {
                                             Rect(1, {0, 0, 0}, {10, 1, 1}), 4, 1, 3},
                                  {1})});
   EXPECT_THROW(lone.worker->wait_all(), NetError);
+}
+
+// Plans for four devices split over two workers of one process (two devices each, standing
+// in for two ranks): halos cross between the workers as transfers, the read-back of the
+// second worker's chunks comes through the first's host receives, and three sweeps of a
+// stencil give what the host computes; with superblocks that straddle chunks (and ranks)
+// too, whose temporaries are assembled and scattered through transfers.
+void split_stencil_run(int64_t superblock, int expected_transfers) {
+  Rig a(2, 1 << 20, 1 << 20, "cpu"), b(2, 1 << 20, 1 << 20, "cpu");
+  Link link;
+  Rig* ranks[] = {&a, &b};
+  std::atomic<int> transfers{0};
+  link.to = [&](int rank, plan::TransferId t, std::vector<unsigned char> d) {
+    ++transfers;
+    ranks[rank]->worker->deliver(t, std::move(d));
+  };
+  a.worker->connect(&link);
+  b.worker->connect(&link);
+  StencilProblem problem(4, 1000, superblock, 3, 35);
+  plan::PlanSplitter splitter(plan::Placement::by_rank({2, 2}));
+  for (const plan::Plan& p : problem.plans) {
+    auto parts = splitter.split(p.tasks);
+    for (int r = 0; r < 2; ++r) ranks[r]->worker->submit(std::move(parts[r]));
+  }
+  a.worker->wait_all();
+  b.worker->wait_all();
+  EXPECT_EQ(problem.out, problem.want);
+  EXPECT_EQ(a.worker->stats().tasks_failed + b.worker->stats().tasks_failed, 0u);
+  if (expected_transfers)
+    EXPECT_EQ(transfers.load(), expected_transfers);
+  else
+    EXPECT_GT(transfers.load(), 3 * 2 + 2);
+}
+
+TEST(Worker, PlansSplitOverTwoWorkersComputeWhatOneWould) {
+  // Aligned: per sweep one halo element each way between devices 1 and 2, and two chunks
+  // read back.
+  split_stencil_run(250, 3 * 2 + 2);
+  split_stencil_run(125, 0);  // superblocks run on other devices than their chunks
 }
 
 }  // namespace

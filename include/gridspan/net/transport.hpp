@@ -33,6 +33,10 @@ class Transport {
   virtual std::optional<Message> receive(std::chrono::milliseconds timeout) = 0;
 };
 
+/// `ranks` transports joined in this process (transport r is rank r): for tests, and for
+/// running several ranks' workers in one process. Messages are moved, never copied.
+std::vector<std::unique_ptr<Transport>> make_local_transports(int ranks);
+
 /// True when this build has MPI and the process was started by an MPI launcher (mpirun
 /// sets its environment), so that a Context should be one rank of many.
 bool launched_by_mpi();

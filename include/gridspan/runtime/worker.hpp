@@ -10,12 +10,15 @@
 #include <cstddef>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
+
+#include <functional>
 
 #include "gridspan/backend/device.hpp"
 #include "gridspan/core/mutex.hpp"
@@ -39,6 +42,10 @@ class DataLink {
   virtual ~DataLink() = default;
   /// Queues the data of `transfer` for rank `to`; must not block on the network.
   virtual void send(int to, plan::TransferId transfer, std::vector<unsigned char> data) = 0;
+  /// Tells rank `to` that `transfer` will never come (its Send failed, or a task before it
+  /// did), so that its Recv fails with `why` instead of waiting. Called with the worker's
+  /// lock held: must not block.
+  virtual void fail(int to, plan::TransferId transfer, const std::string& why) = 0;
 };
 
 class Worker {
@@ -58,9 +65,16 @@ class Worker {
   void submit(std::vector<plan::Task>&& tasks);
   /// Where Send tasks go (before any is submitted; null: none may be).
   void connect(DataLink* link) { link_ = link; }
+  /// Called (with the worker's lock held: it must not block or call the worker) when a
+  /// Barrier task finishes, with its error if it failed.
+  void on_barrier(std::function<void(plan::TaskId, std::exception_ptr)> f) {
+    on_barrier_ = std::move(f);
+  }
   /// The data of a transfer from another process: the Recv or RecvHost task of that
   /// transfer, submitted before or after, takes it.
   void deliver(plan::TransferId transfer, std::vector<unsigned char> data);
+  /// A transfer that will never come: its Recv fails with `why`.
+  void deliver_failure(plan::TransferId transfer, const std::string& why);
   /// Finished (successfully or not).
   bool is_done(plan::TaskId id) const;
   /// Blocks until the task is finished; throws the error that made it (or a task it
@@ -115,6 +129,7 @@ class Worker {
   std::vector<backend::Device*> devices_;
   MemoryManager& memory_;
   DataLink* link_ = nullptr;
+  std::function<void(plan::TaskId, std::exception_ptr)> on_barrier_;
   std::vector<std::size_t> staging_limit_;  // per device
   bool stream_order_;
 
@@ -127,6 +142,7 @@ class Worker {
   std::deque<Node*> blocked_;  // ready, but could not be staged yet
   // Transfers that arrived before their Recv was submitted, and Recvs waiting for theirs.
   std::unordered_map<plan::TransferId, std::vector<unsigned char>> arrived_;
+  std::unordered_map<plan::TransferId, std::exception_ptr> failed_transfers_;
   std::unordered_map<plan::TransferId, Node*> awaiting_;
   std::vector<std::size_t> staged_bytes_;
   std::vector<int> staged_tasks_;

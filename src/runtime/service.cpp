@@ -1,0 +1,138 @@
+// One rank's worker served over a transport (see service.hpp).
+#include "gridspan/runtime/service.hpp"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "gridspan/core/error.hpp"
+#include "gridspan/core/log.hpp"
+
+namespace gridspan::runtime {
+
+WorkerService::WorkerService(net::Transport& transport, Worker& worker,
+                             net::ExecutableOfId executables,
+                             std::function<void(const BarrierReport&)> on_report, int driver)
+    : transport_(transport),
+      worker_(worker),
+      executables_(std::move(executables)),
+      on_report_(std::move(on_report)),
+      driver_(driver) {
+  worker_.connect(this);
+  worker_.on_barrier([this](plan::TaskId id, std::exception_ptr e) { report(id, e); });
+  dispatcher_ = std::thread([this] { dispatch_loop(); });
+}
+
+WorkerService::~WorkerService() {
+  stop_ = true;
+  dispatcher_.join();
+  worker_.on_barrier({});
+  worker_.connect(nullptr);
+}
+
+void WorkerService::send(int to, plan::TransferId transfer, std::vector<unsigned char> data) {
+  net::Writer w;
+  w.u64(transfer);
+  auto& body = w.buffer();
+  body.insert(body.end(), data.begin(), data.end());
+  transport_.send(to, tag::data, std::move(body));
+}
+
+void WorkerService::fail(int to, plan::TransferId transfer, const std::string& why) {
+  net::Writer w;
+  w.u64(transfer);
+  w.str(fmt::format("rank {}: {}", transport_.rank(), why));
+  transport_.send(to, tag::data_failed, std::move(w.buffer()));
+}
+
+void WorkerService::send_tasks(net::Transport& t, int rank, const std::vector<plan::Task>& tasks,
+                               const net::IdOfExecutable& id_of) {
+  t.send(rank, tag::tasks, net::encode_tasks(tasks, id_of));
+}
+
+void WorkerService::send_shutdown(net::Transport& t, int rank) {
+  t.send(rank, tag::shutdown, {});
+}
+
+// With the worker's lock held: only queues a message (or calls the driver's callback,
+// which must not block either).
+void WorkerService::report(plan::TaskId barrier, std::exception_ptr error) {
+  BarrierReport r{transport_.rank(), barrier, error != nullptr, {}};
+  if (error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      r.message = e.what();
+    } catch (...) {
+      r.message = "an unknown error";
+    }
+  }
+  if (transport_.rank() == driver_) {
+    if (on_report_) on_report_(r);
+    return;
+  }
+  net::Writer w;
+  w.u64(r.barrier);
+  w.u8(r.failed ? 1 : 0);
+  w.str(r.message);
+  transport_.send(driver_, tag::done, std::move(w.buffer()));
+}
+
+void WorkerService::serve_until_shutdown() {
+  std::unique_lock lock(mutex_);
+  stopped_.wait(lock, [&] { return shutdown_ || failure_; });
+  if (failure_) std::rethrow_exception(failure_);
+}
+
+void WorkerService::dispatch_loop() {
+  try {
+    while (!stop_) {
+      auto m = transport_.receive(std::chrono::milliseconds(20));
+      if (!m) continue;
+      switch (m->tag) {
+        case tag::tasks:
+          worker_.submit(net::decode_tasks(m->body.data(), m->body.size(), executables_));
+          break;
+        case tag::data: {
+          net::Reader r(m->body.data(), m->body.size(), "transfer message");
+          const plan::TransferId transfer = r.u64("transfer number");
+          worker_.deliver(transfer, std::vector<unsigned char>(m->body.begin() + 8, m->body.end()));
+          break;
+        }
+        case tag::data_failed: {
+          net::Reader r(m->body.data(), m->body.size(), "failed transfer message");
+          const plan::TransferId transfer = r.u64("transfer number");
+          std::string why = r.str("reason");
+          r.finish();
+          worker_.deliver_failure(transfer, why);
+          break;
+        }
+        case tag::done: {
+          net::Reader r(m->body.data(), m->body.size(), "barrier report");
+          BarrierReport report{m->source, r.u64("barrier"), r.u8("failed flag") != 0,
+                               r.str("error message")};
+          r.finish();
+          if (on_report_) on_report_(report);
+          break;
+        }
+        case tag::shutdown: {
+          std::lock_guard lock(mutex_);
+          shutdown_ = true;
+          stopped_.notify_all();
+          break;
+        }
+        default:
+          throw NetError(
+              fmt::format("rank {}: a message with tag {} from rank {}, which the "
+                          "protocol does not have",
+                          transport_.rank(), m->tag, m->source));
+      }
+    }
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    failure_ = std::current_exception();
+    stopped_.notify_all();
+  }
+}
+
+}  // namespace gridspan::runtime
