@@ -115,11 +115,11 @@ void WorkerService::dispatch_loop() {
           if (on_report_) on_report_(report);
           break;
         }
-        case tag::shutdown: {
+        case tag::shutdown: {  // the last message it takes: later ones are another's
           std::lock_guard lock(mutex_);
           shutdown_ = true;
           stopped_.notify_all();
-          break;
+          return;
         }
         default:
           throw NetError(

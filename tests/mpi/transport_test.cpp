@@ -9,6 +9,8 @@
 
 #include "gridspan/core/error.hpp"
 #include "gridspan/net/transport.hpp"
+
+#include "mpi/mpi_main.hpp"
 #include "support/random.hpp"
 
 namespace gridspan::net {
@@ -88,24 +90,6 @@ TEST(MpiTransport, AMessageForARankThatDoesNotExistIsAnError) {
 }  // namespace
 }  // namespace gridspan::net
 
-// Every rank must derive the same inputs: rank 0's seed goes to the others first.
 int main(int argc, char** argv) {
-  using namespace gridspan;
-  testing::InitGoogleTest(&argc, argv);
-  net::Transport& t = net::world();
-  if (t.rank() == 0) {
-    const std::string seed = std::to_string(test::base_seed());
-    for (int r = 1; r < t.size(); ++r)
-      t.send(r, 1, std::vector<unsigned char>(seed.begin(), seed.end()));
-    std::printf("gridspan test seed: %s on %d ranks (set GRIDSPAN_TEST_SEED to repeat)\n",
-                seed.c_str(), t.size());
-  } else {
-    auto m = t.receive(std::chrono::seconds(60));
-    if (!m || m->source != 0 || m->tag != 1) {
-      std::fprintf(stderr, "rank %d: no seed from rank 0\n", t.rank());
-      return 1;
-    }
-    setenv("GRIDSPAN_TEST_SEED", std::string(m->body.begin(), m->body.end()).c_str(), 1);
-  }
-  return RUN_ALL_TESTS();  // every rank reports (mpirun --tag-output names them)
+  return gridspan::test::mpi_test_main(argc, argv, gridspan::net::world());
 }

@@ -1,0 +1,35 @@
+// The entry point of the tests run under mpirun: every rank must derive the same random
+// inputs, so rank 0's seed goes to the others before any test runs.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "gridspan/net/transport.hpp"
+#include "support/random.hpp"
+
+namespace gridspan::test {
+
+inline int mpi_test_main(int argc, char** argv, net::Transport& t) {
+  testing::InitGoogleTest(&argc, argv);
+  if (t.rank() == 0) {
+    const std::string seed = std::to_string(base_seed());
+    for (int r = 1; r < t.size(); ++r)
+      t.send(r, 1, std::vector<unsigned char>(seed.begin(), seed.end()));
+    std::printf("gridspan test seed: %s on %d ranks (set GRIDSPAN_TEST_SEED to repeat)\n",
+                seed.c_str(), t.size());
+  } else {
+    auto m = t.receive(std::chrono::seconds(60));
+    if (!m || m->source != 0 || m->tag != 1) {
+      std::fprintf(stderr, "rank %d: no seed from rank 0\n", t.rank());
+      return 1;
+    }
+    setenv("GRIDSPAN_TEST_SEED", std::string(m->body.begin(), m->body.end()).c_str(), 1);
+  }
+  return RUN_ALL_TESTS();  // every rank reports (mpirun --tag-output names them)
+}
+
+}  // namespace gridspan::test
