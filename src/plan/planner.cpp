@@ -172,6 +172,16 @@ std::string Plan::to_dot() const {
 Planner::Planner(int devices, std::function<bool(TaskId)> is_done)
     : devices_(devices), is_done_(std::move(is_done)) {}
 
+void Planner::set_ranks(std::vector<int> rank_of_device) {
+  if (static_cast<int>(rank_of_device.size()) != devices_)
+    throw Error(fmt::format("internal error: ranks for {} devices, the planner has {}",
+                            rank_of_device.size(), devices_));
+  for (std::size_t d = 1; d < rank_of_device.size(); ++d)
+    if (rank_of_device[d] < rank_of_device[d - 1])
+      throw Error("internal error: devices must be numbered rank by rank");
+  rank_of_device_ = std::move(rank_of_device);
+}
+
 std::size_t Planner::tracked_records() const {
   std::size_t n = 0;
   for (auto& [c, r] : records_) n += r.size();
@@ -243,7 +253,9 @@ Plan Planner::finish(std::vector<Task> tasks) {
       if (!has_successor[t.id - first]) sinks.push_back(t.id);
   }
   Plan plan;
-  if (sinks.size() == 1) {  // one last task: it is what the caller waits for
+  // One last task: it is what the caller waits for. Over several ranks the driver hears
+  // of barriers only, so every plan gets one.
+  if (sinks.size() == 1 && rank_of_device_.empty()) {
     plan.done = sinks[0];
     plan.tasks = std::move(tasks);
     return plan;
@@ -807,7 +819,49 @@ Plan Planner::launch(const LaunchSpec& spec) {
     }
     if (device_level.empty()) continue;
     Partial final_part = device_level[0];
-    if (device_level.size() > 1) final_part = reduce_tree(device_level, device_level[0].device);
+    if (rank_of_device_.empty()) {
+      if (device_level.size() > 1) final_part = reduce_tree(device_level, device_level[0].device);
+    } else {
+      // Each rank's partials on that rank (peer reads between its devices), then a tree
+      // across ranks: the partial of the right-hand rank of each pair is copied over (a
+      // transfer once split) and reduced into the left-hand one's.
+      std::vector<std::vector<Partial>> by_rank;
+      for (const Partial& part : device_level) {
+        const int r = rank_of_device_[part.device];
+        if (by_rank.empty() || rank_of_device_[by_rank.back()[0].device] != r)
+          by_rank.emplace_back();
+        by_rank.back().push_back(part);
+      }
+      std::vector<Partial> rank_level;
+      for (auto& group : by_rank)
+        rank_level.push_back(group.size() == 1 ? group[0] : reduce_tree(group, group[0].device));
+      while (rank_level.size() > 1) {
+        std::vector<Partial> next;
+        for (std::size_t i = 0; i < rank_level.size(); i += 2) {
+          if (i + 1 == rank_level.size()) {
+            next.push_back(rank_level[i]);
+            continue;
+          }
+          const Partial& left = rank_level[i];
+          const Partial& right = rank_level[i + 1];
+          auto [ref, created] = new_temp(right.chunk.rect, left.device, a->elem_size);
+          Task move;
+          move.id = next_task();
+          move.device = left.device;
+          move.deps = producers_of(right, right.device);
+          move.deps.push_back(created);
+          unique(move.deps);
+          move.payload = Copy{right.chunk, ref, right.chunk.rect, a->elem_size};
+          users[right.chunk.id].push_back(move.id);
+          to_delete.emplace_back(ref.id, left.device);
+          Partial moved{ref, left.device, move.id};
+          tasks.push_back(std::move(move));
+          next.push_back(reduce_into({left, moved}, left.device));
+        }
+        rank_level.swap(next);
+      }
+      final_part = rank_level[0];
+    }
     // The elements reduced: the union of the superblocks' regions, as disjoint boxes.
     Rect box = rs.regions[0];
     for (auto& r : rs.regions) box = box.bounding_union(r);

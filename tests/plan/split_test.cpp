@@ -132,5 +132,21 @@ TEST(Split, ACrossRankDependencyWithoutATransferIsAnInternalError) {
   EXPECT_THROW(splitter.split({bad}), Error);  // no device 7
 }
 
+TEST(Split, RanksForThePlannerMustMatchItsDevicesInRankOrder) {
+  Planner planner(4, nullptr);
+  EXPECT_THROW(planner.set_ranks({0, 0, 1}), Error);
+  EXPECT_THROW(planner.set_ranks({0, 1, 0, 1}), Error);
+  EXPECT_NO_THROW(planner.set_ranks({0, 0, 1, 1}));
+  // Then every plan ends in a barrier, also one of a single task.
+  ArrayMeta m;
+  m.shape = {10};
+  m.chunks.push_back({0, Rect::of_shape(m.shape), Rect::of_shape(m.shape), 3});
+  planner.assign_chunk_ids(m);
+  Plan p = planner.create_array(m, nullptr);
+  ASSERT_EQ(p.tasks.size(), 2u);
+  EXPECT_TRUE(std::holds_alternative<Barrier>(p.tasks.back().payload));
+  EXPECT_EQ(p.done, p.tasks.back().id);
+}
+
 }  // namespace
 }  // namespace gridspan::plan

@@ -48,8 +48,11 @@ struct Cluster {
     rigs.clear();
   }
   // As the driver does: rank 0's part to its own worker, the others' through the transport.
+  int sends = 0;  // Send tasks in the plans so far
   void submit(const plan::Plan& p) {
     auto parts = splitter.split(p.tasks);
+    for (const auto& part : parts)
+      for (const Task& t : part) sends += std::holds_alternative<plan::Send>(t.payload);
     rigs[0]->worker->submit(std::move(parts[0]));
     for (int r = 1; r < kRanks; ++r)
       WorkerService::send_tasks(*transports[0], r, parts[r], [this](const plan::Executable* e) {
@@ -105,6 +108,84 @@ TEST(WorkerService, AFailureOnAnotherRankReachesTheDriverWithItsRank) {
   // A message the protocol does not have stops the rank's service with an error.
   c.transports[0]->send(2, 999, {});
   EXPECT_THROW(c.services[2]->serve_until_shutdown(), NetError);
+}
+
+// s += in[i] over a superblock of a 1-D launch into its partial of `reduce(+) s` (int64).
+class SumInto : public plan::Executable {
+ public:
+  const std::string& name() const override { return name_; }
+  void run(const plan::ExecFrame& f) const override {
+    const plan::Execute& e = f.exec;
+    const auto* in = static_cast<const int32_t*>(f.data[0]);
+    int64_t sum = 0;
+    for (int64_t i = e.arrays[0].region.lo[0]; i < e.arrays[0].region.hi[0]; ++i)
+      sum += in[i - e.arrays[0].chunk.rect.lo[0]];
+    *static_cast<int64_t*>(f.data[1]) += sum;
+  }
+
+ private:
+  std::string name_ = "sum";
+};
+
+// A sum over six devices of three ranks: each rank combines its devices' partials, then the
+// ranks' partials go across as a tree (rank 1's to rank 0, rank 2's to rank 0), two
+// transfers; the total is exact.
+TEST(WorkerService, ReductionsGoAcrossRanksAsATree) {
+  auto g = test::rng(39);
+  const int devices = 6, n = 6000;
+  plan::Planner planner(devices, nullptr);
+  planner.set_ranks({0, 0, 1, 1, 2, 2});
+  annotation::ParamInfo in, s;
+  in.name = "in", in.is_array = true, in.rank = 1, in.is_const = true;
+  in.type_text = "Vector<int>";
+  s.name = "s", s.is_array = true, s.rank = 0, s.type_text = "Scalar<int64_t>";
+  std::vector<annotation::ParamInfo> params{in, s};
+  auto ann = annotation::Annotation::parse("global i => read in[i], reduce(+) s", params, {});
+  auto meta = [&](const Dim& shape, DType dtype, const DataDistribution& dist) {
+    plan::ArrayMeta m;
+    m.shape = shape;
+    m.dtype = dtype;
+    m.elem_size = dtype_size(dtype);
+    for (auto& c : dist.chunks(shape, devices))
+      m.chunks.push_back({0, c.region, c.owned, c.device});
+    planner.assign_chunk_ids(m);
+    return m;
+  };
+  plan::ArrayMeta a = meta({n}, DType::i32, dist::rows(n / 12));
+  plan::ArrayMeta total = meta({}, DType::i64, dist::centralized(0));
+  auto values = test::random_vector<int32_t>(n, g);
+  int64_t want = 0;
+  for (int32_t v : values) want += v;
+  auto data = std::make_shared<std::vector<unsigned char>>(std::size_t(n) * 4);
+  std::memcpy(data->data(), values.data(), data->size());
+  SumInto sum;
+  Cluster c(&sum, &sum);
+  plan::LaunchSpec spec;
+  spec.executable = std::shared_ptr<const plan::Executable>(&sum, [](const plan::Executable*) {});
+  spec.annotation = &ann;
+  spec.params = &params;
+  spec.threads = {n};
+  spec.block = {50};
+  spec.superblocks = work::tiles({n / 12}).superblocks(spec.threads, spec.block, devices);
+  spec.arrays = {&a, &total};
+  spec.int_scalars.assign(2, 0);
+  spec.scalar_offsets = std::make_shared<std::vector<uint32_t>>(2, 0);
+  spec.scalars = std::make_shared<std::vector<unsigned char>>();
+  int64_t got = test::poison<int64_t>();
+  std::vector<plan::Plan> plans;
+  plans.push_back(planner.create_array(a, nullptr));
+  plans.push_back(planner.create_array(total, nullptr));
+  plans.push_back(planner.write_array(a, data));
+  plans.push_back(planner.launch(spec));
+  plans.push_back(planner.read_array(total, &got));
+  for (const plan::Plan& p : plans) c.submit(p);
+  for (const plan::Plan& p : plans) {
+    auto reports = c.wait(p.done);
+    EXPECT_EQ(reports.size(), c.splitter.barrier_ranks(p.done).size());
+    for (const BarrierReport& b : reports) EXPECT_FALSE(b.failed) << b.message;
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(c.sends, 2);  // the launch's: ranks 1 and 2 each send their partial once
 }
 
 }  // namespace

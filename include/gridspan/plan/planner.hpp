@@ -62,6 +62,13 @@ class Planner {
   /// `devices`: devices of the worker; `is_done(task)` lets the planner forget finished tasks.
   Planner(int devices, std::function<bool(TaskId)> is_done);
 
+  /// The rank (process) of each device, for a run of several: reductions then combine each
+  /// rank's partials on that rank and go across ranks as a tree of copies and reductions,
+  /// so no task reads a chunk of another rank (PlanSplitter turns the copies into
+  /// transfers); and every plan ends in a Barrier (the driver hears of barriers only).
+  /// Default: every device on one rank.
+  void set_ranks(std::vector<int> rank_of_device);
+
   /// Chunk ids for a new array's chunks (fills `meta.chunks[k].id`).
   void assign_chunk_ids(ArrayMeta& meta);
   /// Creates the chunks of an array; with `fill` (elem_size bytes), sets every element.
@@ -93,6 +100,7 @@ class Planner {
 
   int devices_;
   std::function<bool(TaskId)> is_done_;
+  std::vector<int> rank_of_device_;  // empty: one rank
   TaskId last_task_ = 0;
   ChunkId last_chunk_ = 0;
   std::unordered_map<ChunkId, std::vector<Record>> records_;
