@@ -5,8 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "gridspan/annotation/signature.hpp"
 #include "gridspan/core/error.hpp"
 #include "gridspan/core/log.hpp"
+#include "gridspan/runtime/driver.hpp"
 
 namespace gridspan::runtime {
 
@@ -54,6 +56,51 @@ void WorkerService::send_shutdown(net::Transport& t, int rank) {
   t.send(rank, tag::shutdown, {});
 }
 
+void WorkerService::send_compile(net::Transport& t, int rank, net::ExecutableId id,
+                                 const backend::KernelSource& kernel) {
+  net::Writer w;
+  w.u64(id);
+  w.str(kernel.name);
+  w.str(kernel.source);
+  w.str(kernel.file);
+  w.u32(static_cast<uint32_t>(kernel.defines.size()));
+  for (const auto& [name, value] : kernel.defines) {
+    w.str(name);
+    w.i64(value);
+  }
+  w.u8(kernel.checked ? 1 : 0);
+  t.send(rank, tag::compile, std::move(w.buffer()));
+}
+
+// A kernel from the driver, compiled here as the driver did there (the parameters come
+// from the kernel's own signature again).
+void WorkerService::compile(const net::Message& m) {
+  net::Reader r(m.body.data(), m.body.size(), "kernel message");
+  const net::ExecutableId id = r.u64("executable number");
+  backend::KernelSource src;
+  src.name = r.str("kernel name");
+  src.source = r.str("kernel source", std::size_t(1) << 30);
+  src.file = r.str("kernel file");
+  const std::size_t defines = r.count("defines", 16);
+  for (std::size_t i = 0; i < defines; ++i) {
+    std::string name = r.str("define name");
+    src.defines[name] = r.i64("define value");
+  }
+  src.checked = r.u8("checked flag") != 0;
+  r.finish();
+  if (!backend_)
+    throw NetError(fmt::format("rank {}: kernel `{}` arrived, but this rank compiles none",
+                               transport_.rank(), src.name));
+  src.params = annotation::parse_signature(src.source, src.name);
+  auto compiled = backend_->compile(src);
+  compiled_[id] = std::make_shared<KernelExecutable>(src.name, src.params, compiled, src.checked);
+}
+
+const plan::Executable* WorkerService::executable(net::ExecutableId id) const {
+  if (auto it = compiled_.find(id); it != compiled_.end()) return it->second.get();
+  return executables_ ? executables_(id) : nullptr;
+}
+
 // With the worker's lock held: only queues a message (or calls the driver's callback,
 // which must not block either).
 void WorkerService::report(plan::TaskId barrier, std::exception_ptr error) {
@@ -91,8 +138,20 @@ void WorkerService::dispatch_loop() {
       if (!m) continue;
       switch (m->tag) {
         case tag::tasks:
-          worker_.submit(net::decode_tasks(m->body.data(), m->body.size(), executables_));
+          worker_.submit(
+              net::decode_tasks(m->body.data(), m->body.size(),
+                                [this](net::ExecutableId id) { return executable(id); }));
           break;
+        case tag::compile:
+          compile(*m);
+          break;
+        case tag::error: {
+          net::Reader r(m->body.data(), m->body.size(), "rank error");
+          RankError e{m->source, r.str("error message")};
+          r.finish();
+          if (on_error_) on_error_(e);
+          break;
+        }
         case tag::data: {
           net::Reader r(m->body.data(), m->body.size(), "transfer message");
           const plan::TransferId transfer = r.u64("transfer number");
@@ -129,6 +188,25 @@ void WorkerService::dispatch_loop() {
       }
     }
   } catch (...) {
+    // Stop dispatching, and tell the driver why (it stops the run).
+    std::string why = "an unknown error";
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      why = e.what();
+    } catch (...) {
+    }
+    try {
+      if (transport_.rank() == driver_) {
+        if (on_error_) on_error_(RankError{transport_.rank(), why});
+      } else {
+        net::Writer w;
+        w.str(why);
+        transport_.send(driver_, tag::error, std::move(w.buffer()));
+      }
+    } catch (...) {
+      // The transport itself failed: the driver finds out by its timeout.
+    }
     std::lock_guard lock(mutex_);
     failure_ = std::current_exception();
     stopped_.notify_all();

@@ -94,7 +94,9 @@ class Stencil3 : public plan::Executable {
 // alternating between them with superblocks of `superblock` threads, the last written
 // read back into `out`; and `want`, what the host computes.
 struct StencilProblem {
-  StencilProblem(int devices, int n, int64_t superblock, int sweeps, uint64_t salt)
+  /// `kernel`: what runs the sweeps (with the parameters out, in); null = a Stencil3.
+  StencilProblem(int devices, int n, int64_t superblock, int sweeps, uint64_t salt,
+                 std::shared_ptr<const plan::Executable> kernel = nullptr)
       : out(std::size_t(n), test::poison<float>()) {
     auto g = test::rng(salt);
     plan::Planner planner(devices, nullptr);
@@ -117,7 +119,7 @@ struct StencilProblem {
     auto data = std::make_shared<std::vector<unsigned char>>(std::size_t(n) * 4);
     std::memcpy(data->data(), want.data(), data->size());
     plans.push_back(planner.write_array(arrays[0], data));
-    auto exe = std::make_shared<Stencil3>(n);
+    std::shared_ptr<const plan::Executable> exe = kernel ? kernel : std::make_shared<Stencil3>(n);
     for (int sweep = 0; sweep < sweeps; ++sweep) {
       plan::LaunchSpec s;
       s.executable = exe;

@@ -9,7 +9,9 @@
 #include <mutex>
 #include <set>
 
+#include "gridspan/annotation/signature.hpp"
 #include "gridspan/plan/split.hpp"
+#include "gridspan/runtime/driver.hpp"
 #include "gridspan/runtime/service.hpp"
 #include "runtime/rig.hpp"
 
@@ -108,6 +110,64 @@ TEST(WorkerService, AFailureOnAnotherRankReachesTheDriverWithItsRank) {
   // A message the protocol does not have stops the rank's service with an error.
   c.transports[0]->send(2, 999, {});
   EXPECT_THROW(c.services[2]->serve_until_shutdown(), NetError);
+}
+
+// The stencil as a kernel the cpu backend compiles (the launch's threads are its n).
+const char* kStencil = R"(
+__device__ void stencil3(dim3 blockIdx, gridspan::Vector<float> out,
+                         const gridspan::Vector<float> in) {
+  const int n = gridDim.x * blockDim.x;
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[i] = (i > 0 ? in[i - 1] : 0.0f) + in[i] + (i + 1 < n ? in[i + 1] : 0.0f);
+}
+)";
+
+backend::KernelSource stencil_source(const char* source) {
+  backend::KernelSource src;
+  src.name = "stencil3";
+  src.source = source;
+  src.params = annotation::parse_signature(kStencil, "stencil3");
+  return src;
+}
+
+// The driver compiles the kernel, sends it to the other ranks, which compile it too and
+// run their superblocks with it: the same result as the host's.
+TEST(WorkerService, KernelsAreCompiledOnEveryRank) {
+  Cluster c(nullptr, nullptr);
+  for (int r = 0; r < Cluster::kRanks; ++r) c.services[r]->compile_with(c.rigs[r]->backend.get());
+  backend::KernelSource src = stencil_source(kStencil);
+  auto kernel = std::make_shared<KernelExecutable>(src.name, src.params,
+                                                   c.rigs[0]->backend->compile(src), false);
+  c.executable = kernel.get();
+  for (int r = 1; r < Cluster::kRanks; ++r)
+    WorkerService::send_compile(*c.transports[0], r, 1, src);
+  StencilProblem problem(6, 1200, 200, 3, 40, kernel);
+  for (const plan::Plan& p : problem.plans) c.submit(p);
+  for (const plan::Plan& p : problem.plans)
+    for (const BarrierReport& b : c.wait(p.done)) EXPECT_FALSE(b.failed) << b.message;
+  EXPECT_EQ(problem.out, problem.want);
+}
+
+// A kernel that does not compile on a rank stops that rank, and the driver hears why.
+TEST(WorkerService, ARankThatCannotCompileTellsTheDriver) {
+  Cluster c(nullptr, nullptr);
+  std::mutex mutex;
+  std::condition_variable heard;
+  std::vector<RankError> errors;
+  c.services[0]->on_error([&](const RankError& e) {
+    std::lock_guard lock(mutex);
+    errors.push_back(e);
+    heard.notify_all();
+  });
+  c.services[2]->compile_with(c.rigs[2]->backend.get());
+  backend::KernelSource broken = stencil_source(kStencil);
+  broken.source += "\n#error deliberately broken\n";
+  WorkerService::send_compile(*c.transports[0], 2, 1, broken);
+  std::unique_lock lock(mutex);
+  ASSERT_TRUE(heard.wait_for(lock, std::chrono::seconds(60), [&] { return !errors.empty(); }));
+  EXPECT_EQ(errors[0].rank, 2);
+  EXPECT_NE(errors[0].message.find("deliberately broken"), std::string::npos) << errors[0].message;
+  EXPECT_THROW(c.services[2]->serve_until_shutdown(), CompileError);
 }
 
 // s += in[i] over a superblock of a 1-D launch into its partial of `reduce(+) s` (int64).

@@ -11,7 +11,9 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
+#include "gridspan/backend/device.hpp"
 #include "gridspan/net/transport.hpp"
 #include "gridspan/net/wire.hpp"
 #include "gridspan/runtime/worker.hpp"
@@ -25,7 +27,16 @@ constexpr uint32_t data = 11;         // worker → worker: a transfer's number,
 constexpr uint32_t done = 12;         // worker → driver: a barrier part finished (or failed)
 constexpr uint32_t shutdown = 13;     // driver → worker: stop serving
 constexpr uint32_t data_failed = 14;  // worker → worker: a transfer's number, why it won't come
+constexpr uint32_t compile = 15;      // driver → worker: an executable's number and its kernel
+constexpr uint32_t error = 16;        // worker → driver: the rank cannot go on, and why
 }  // namespace tag
+
+/// What the driver hears from a rank that cannot go on (a kernel that does not compile
+/// there, a malformed message): the run must stop.
+struct RankError {
+  int rank;
+  std::string message;
+};
 
 /// A barrier part's end as the driver hears it.
 struct BarrierReport {
@@ -41,6 +52,11 @@ class WorkerService final : public DataLink {
   /// rank) gets every barrier report, this rank's own included.
   WorkerService(net::Transport& transport, Worker& worker, net::ExecutableOfId executables,
                 std::function<void(const BarrierReport&)> on_report = {}, int driver = 0);
+  /// Kernels the driver sends (`compile` messages) are compiled with `backend` and named by
+  /// the driver's number from then on. `on_error` (on the driver's rank) hears ranks that
+  /// cannot go on.
+  void compile_with(backend::Backend* backend) { backend_ = backend; }
+  void on_error(std::function<void(const RankError&)> f) { on_error_ = std::move(f); }
   ~WorkerService() override;  // stops dispatching
   WorkerService(const WorkerService&) = delete;
   WorkerService& operator=(const WorkerService&) = delete;
@@ -54,16 +70,24 @@ class WorkerService final : public DataLink {
   static void send_tasks(net::Transport& t, int rank, const std::vector<plan::Task>& tasks,
                          const net::IdOfExecutable& id_of);
   static void send_shutdown(net::Transport& t, int rank);
+  /// Driver side: `rank` compiles `kernel` and calls it executable `id` in task batches.
+  static void send_compile(net::Transport& t, int rank, net::ExecutableId id,
+                           const backend::KernelSource& kernel);
 
  private:
   void dispatch_loop();
   void report(plan::TaskId barrier, std::exception_ptr error);
+  void compile(const net::Message& m);
+  const plan::Executable* executable(net::ExecutableId id) const;
 
   net::Transport& transport_;
   Worker& worker_;
   net::ExecutableOfId executables_;
   std::function<void(const BarrierReport&)> on_report_;
+  std::function<void(const RankError&)> on_error_;
   int driver_;
+  backend::Backend* backend_ = nullptr;
+  std::unordered_map<net::ExecutableId, std::shared_ptr<const plan::Executable>> compiled_;
   std::mutex mutex_;
   std::condition_variable stopped_;
   bool shutdown_ = false;
