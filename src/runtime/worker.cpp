@@ -388,16 +388,32 @@ void Worker::process(std::deque<Node*>& work, int here) {
 void Worker::after_run(Node* node, std::exception_ptr& error) {
   auto* s = std::get_if<plan::Send>(&node->task.payload);
   if (!s || error) return;
+  DataLink* link;
+  {
+    std::lock_guard<AdaptiveMutex> lock(mutex_);
+    link = link_;  // connected before any Send is submitted, disconnected when idle
+  }
   try {
-    if (!link_)
+    if (!link)
       throw NetError(
           fmt::format("internal error: task {} sends to rank {}, but this worker has "
                       "no connection to other processes",
                       node->task.id, s->to));
-    link_->send(s->to, s->transfer, std::move(node->transfer));
+    link->send(s->to, s->transfer, std::move(node->transfer));
   } catch (...) {
     error = std::current_exception();
   }
+}
+
+// Both are read under the lock (by finishing tasks on executor threads): set under it too.
+void Worker::connect(DataLink* link) {
+  std::lock_guard<AdaptiveMutex> lock(mutex_);
+  link_ = link;
+}
+
+void Worker::on_barrier(std::function<void(plan::TaskId, std::exception_ptr)> f) {
+  std::lock_guard<AdaptiveMutex> lock(mutex_);
+  on_barrier_ = std::move(f);
 }
 
 void Worker::deliver_failure(plan::TransferId transfer, const std::string& why) {

@@ -64,12 +64,10 @@ class Worker {
   /// them). Dependencies on finished tasks are satisfied at once.
   void submit(std::vector<plan::Task>&& tasks);
   /// Where Send tasks go (before any is submitted; null: none may be).
-  void connect(DataLink* link) { link_ = link; }
+  void connect(DataLink* link);
   /// Called (with the worker's lock held: it must not block or call the worker) when a
   /// Barrier task finishes, with its error if it failed.
-  void on_barrier(std::function<void(plan::TaskId, std::exception_ptr)> f) {
-    on_barrier_ = std::move(f);
-  }
+  void on_barrier(std::function<void(plan::TaskId, std::exception_ptr)> f);
   /// The data of a transfer from another process: the Recv or RecvHost task of that
   /// transfer, submitted before or after, takes it.
   void deliver(plan::TransferId transfer, std::vector<unsigned char> data);
