@@ -49,6 +49,40 @@ constexpr std::size_t kUnbounded = std::numeric_limits<std::size_t>::max();
 // next one: two keep a copy in flight beside the running task.
 constexpr int kEvictionLookahead = 2;
 
+// The ids of the queued tasks that will use a chunk, in increasing order. Tasks are
+// announced in id order and mostly retired in it, so adding appends and removing usually
+// takes the first: kept as a vector with a moving start (no shifting per removal), packed
+// when half of it is dead.
+class NextUses {
+ public:
+  bool empty() const { return head_ == ids_.size(); }
+  uint64_t front() const { return ids_[head_]; }
+  void add(uint64_t task) {
+    ids_.insert(std::upper_bound(ids_.begin() + std::ptrdiff_t(head_), ids_.end(), task), task);
+  }
+  void remove(uint64_t task) {
+    auto first = ids_.begin() + std::ptrdiff_t(head_);
+    auto it = std::lower_bound(first, ids_.end(), task);
+    if (it == ids_.end() || *it != task) return;
+    if (it == first) {
+      ++head_;
+    } else {
+      ids_.erase(it);
+    }
+    if (head_ == ids_.size()) {
+      ids_.clear();
+      head_ = 0;
+    } else if (head_ > 64 && head_ * 2 > ids_.size()) {
+      ids_.erase(ids_.begin(), ids_.begin() + std::ptrdiff_t(head_));
+      head_ = 0;
+    }
+  }
+
+ private:
+  std::vector<uint64_t> ids_;
+  std::size_t head_ = 0;
+};
+
 struct Chunk {
   ChunkId id = 0;
   std::size_t bytes = 0;  // the chunk's own size (the disk payload)
@@ -58,7 +92,7 @@ struct Chunk {
   void* host_copy = nullptr;
   bool on_disk = false;
   int pins = 0;                            // tasks using the chunk now, staged or being staged
-  std::vector<uint64_t> next_uses;         // announced tasks that will use it, in id order
+  NextUses next_uses;                      // announced tasks that will use it
   bool moving = false;                     // a copy or file I/O of the chunk runs without the mutex
   std::list<Chunk*>::iterator device_lru;  // in its device's LRU while device_copy is set
   std::list<Chunk*>::iterator host_lru;    // in the host LRU while host_copy is set
@@ -127,7 +161,7 @@ struct MemoryManager::Impl {
   std::unordered_map<ChunkId, std::unique_ptr<Chunk>> chunks;
   // Announced uses of chunks not created yet (a task may be submitted with its chunk's
   // CreateChunk in one batch).
-  std::unordered_map<ChunkId, std::vector<uint64_t>> early_uses;
+  std::unordered_map<ChunkId, NextUses> early_uses;
 
   // Staged chunks for data() and bytes(), under their own mutex, which is never held
   // while copying: executors are not held up by a spill in progress. Taken after `mutex`.
@@ -377,14 +411,11 @@ struct MemoryManager::Impl {
     return victim;
   }
 
-  static void add_use(std::vector<uint64_t>& uses, uint64_t task) {
-    uses.insert(std::upper_bound(uses.begin(), uses.end(), task), task);  // usually at the end
-  }
+  void announce(uint64_t task, const std::vector<ChunkUse>& uses);
+  void retire(uint64_t task, const std::vector<ChunkUse>& uses);
 
-  static void remove_use(std::vector<uint64_t>& uses, uint64_t task) {
-    auto it = std::lower_bound(uses.begin(), uses.end(), task);  // usually the first
-    if (it != uses.end() && *it == task) uses.erase(it);
-  }
+  static void add_use(NextUses& uses, uint64_t task) { uses.add(task); }
+  static void remove_use(NextUses& uses, uint64_t task) { uses.remove(task); }
 
   // One step towards room on device `d`: moves the chunk device_victim picks off it, to the host
   // unless a valid host copy is there already or the chunk is safe on disk and the host space would
@@ -700,21 +731,34 @@ void MemoryManager::destroy(ChunkId chunk) {
 
 void MemoryManager::announce(uint64_t task, const std::vector<ChunkUse>& uses) {
   std::lock_guard lock(impl_->mutex);
-  for (const ChunkUse& use : uses) {
-    auto it = impl_->chunks.find(use.chunk);
-    Impl::add_use(it != impl_->chunks.end() ? it->second->next_uses : impl_->early_uses[use.chunk],
-                  task);
-  }
+  impl_->announce(task, uses);
+}
+
+void MemoryManager::announce(const std::vector<uint64_t>& tasks,
+                             const std::vector<std::vector<ChunkUse>>& uses) {
+  std::lock_guard lock(impl_->mutex);
+  for (std::size_t i = 0; i < tasks.size(); ++i) impl_->announce(tasks[i], uses[i]);
 }
 
 void MemoryManager::retire(uint64_t task, const std::vector<ChunkUse>& uses) {
   std::lock_guard lock(impl_->mutex);
+  impl_->retire(task, uses);
+}
+
+void MemoryManager::Impl::announce(uint64_t task, const std::vector<ChunkUse>& uses) {
   for (const ChunkUse& use : uses) {
-    if (auto it = impl_->chunks.find(use.chunk); it != impl_->chunks.end()) {
-      Impl::remove_use(it->second->next_uses, task);
-    } else if (auto early = impl_->early_uses.find(use.chunk); early != impl_->early_uses.end()) {
-      Impl::remove_use(early->second, task);
-      if (early->second.empty()) impl_->early_uses.erase(early);
+    auto it = chunks.find(use.chunk);
+    add_use(it != chunks.end() ? it->second->next_uses : early_uses[use.chunk], task);
+  }
+}
+
+void MemoryManager::Impl::retire(uint64_t task, const std::vector<ChunkUse>& uses) {
+  for (const ChunkUse& use : uses) {
+    if (auto it = chunks.find(use.chunk); it != chunks.end()) {
+      remove_use(it->second->next_uses, task);
+    } else if (auto early = early_uses.find(use.chunk); early != early_uses.end()) {
+      remove_use(early->second, task);
+      if (early->second.empty()) early_uses.erase(early);
     }
   }
 }
@@ -758,6 +802,12 @@ std::size_t MemoryManager::bytes(ChunkId chunk) const {
 
 void MemoryManager::unstage(const std::vector<ChunkUse>& uses) {
   std::lock_guard lock(impl_->mutex);
+  impl_->unstage(uses);
+}
+
+void MemoryManager::unstage_and_retire(uint64_t task, const std::vector<ChunkUse>& uses) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->retire(task, uses);
   impl_->unstage(uses);
 }
 

@@ -95,13 +95,15 @@ void Worker::submit(std::vector<Task>&& tasks) {
   std::vector<std::vector<ChunkUse>> uses(tasks.size());
   {
     std::vector<std::pair<plan::ChunkId, bool>> chunks;
+    std::vector<TaskId> ids(tasks.size());
     for (std::size_t i = 0; i < tasks.size(); ++i) {
+      ids[i] = tasks[i].id;
       if (runs_inline(tasks[i])) continue;
       chunks.clear();
       tasks[i].chunk_uses(chunks);
       for (auto& [chunk, write] : chunks) uses[i].push_back(ChunkUse{chunk, write});
-      if (!uses[i].empty()) memory_.announce(tasks[i].id, uses[i]);
     }
+    memory_.announce(ids, uses);  // one lock for the batch
   }
   std::unique_lock<AdaptiveMutex> lock(mutex_);
   std::vector<decltype(pending_)::node_type> finished;
@@ -463,8 +465,7 @@ void Worker::deliver(plan::TransferId transfer, std::vector<unsigned char> data)
 // Unpins a task's chunks (a failure here becomes the task's error). Without the lock.
 void Worker::unstage(Node* node, std::exception_ptr& error) {
   try {
-    memory_.retire(node->task.id, node->uses);
-    memory_.unstage(node->uses);
+    memory_.unstage_and_retire(node->task.id, node->uses);
   } catch (...) {
     if (!error) error = std::current_exception();
   }

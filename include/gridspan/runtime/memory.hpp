@@ -83,12 +83,16 @@ class MemoryManager {
   std::size_t bytes(ChunkId chunk) const;
   /// Unpins; chunks that were written lose their host and disk copies.
   void unstage(const std::vector<ChunkUse>& uses);
+  /// retire(task, uses) and unstage(uses) under one lock (the end of every staged task).
+  void unstage_and_retire(uint64_t task, const std::vector<ChunkUse>& uses);
 
   /// Announces that queued task `task` (ids grow in submission order) will use these
   /// chunks, which need not exist yet. A full device keeps the chunks needed soonest:
   /// it evicts those no announced task uses first, then the one whose next use is last.
   /// Each announcement is taken back by retire() once the task is done or dropped.
   void announce(uint64_t task, const std::vector<ChunkUse>& uses);
+  /// Many at once (one lock): tasks[i] uses uses[i].
+  void announce(const std::vector<uint64_t>& tasks, const std::vector<std::vector<ChunkUse>>& uses);
   void retire(uint64_t task, const std::vector<ChunkUse>& uses);
 
   /// Bytes pinned now on `device`.
