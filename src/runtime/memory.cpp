@@ -22,6 +22,7 @@
 #include "gridspan/runtime/memory.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <limits>
@@ -162,6 +163,7 @@ struct MemoryManager::Impl {
   // Announced uses of chunks not created yet (a task may be submitted with its chunk's
   // CreateChunk in one batch).
   std::unordered_map<ChunkId, NextUses> early_uses;
+  std::atomic<bool> tracking{false};  // announcements are kept (see note_usage)
 
   // Staged chunks for data() and bytes(), under their own mutex, which is never held
   // while copying: executors are not held up by a spill in progress. Taken after `mutex`.
@@ -217,7 +219,15 @@ struct MemoryManager::Impl {
       p = d.pool.allocate(c.bytes);
     }
     d.usage.add(c.block);
+    note_usage(d);
     return p;
+  }
+
+  // Next uses matter once a device may have to evict: from the first time one holds more
+  // than half of its limit, tasks are announced (before, announcing would only cost time).
+  void note_usage(const DeviceSpace& d) {
+    if (d.usage.limit != kUnbounded && d.usage.used * 2 > d.usage.limit)
+      tracking.store(true, std::memory_order_relaxed);
   }
 
   void free_device(const Chunk& c, void* p) {
@@ -305,6 +315,7 @@ struct MemoryManager::Impl {
       c.host_copy = nullptr;
       d.pool.adopt(c.bytes);
       d.usage.add(c.block);
+      note_usage(d);
       attach_device(c, p);
     }
   }
@@ -730,17 +741,20 @@ void MemoryManager::destroy(ChunkId chunk) {
 }
 
 void MemoryManager::announce(uint64_t task, const std::vector<ChunkUse>& uses) {
+  if (!impl_->tracking.load(std::memory_order_relaxed)) return;
   std::lock_guard lock(impl_->mutex);
   impl_->announce(task, uses);
 }
 
 void MemoryManager::announce(const std::vector<uint64_t>& tasks,
                              const std::vector<std::vector<ChunkUse>>& uses) {
+  if (!impl_->tracking.load(std::memory_order_relaxed)) return;
   std::lock_guard lock(impl_->mutex);
   for (std::size_t i = 0; i < tasks.size(); ++i) impl_->announce(tasks[i], uses[i]);
 }
 
 void MemoryManager::retire(uint64_t task, const std::vector<ChunkUse>& uses) {
+  if (!impl_->tracking.load(std::memory_order_relaxed)) return;
   std::lock_guard lock(impl_->mutex);
   impl_->retire(task, uses);
 }
@@ -807,7 +821,7 @@ void MemoryManager::unstage(const std::vector<ChunkUse>& uses) {
 
 void MemoryManager::unstage_and_retire(uint64_t task, const std::vector<ChunkUse>& uses) {
   std::lock_guard lock(impl_->mutex);
-  impl_->retire(task, uses);
+  if (impl_->tracking.load(std::memory_order_relaxed)) impl_->retire(task, uses);
   impl_->unstage(uses);
 }
 

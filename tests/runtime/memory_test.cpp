@@ -358,15 +358,16 @@ TEST(MemoryManager, EvictsByTheQueuedTasksNextUses) {
   FakeDevice dev(0, 64 * KiB);
   MemoryManager mm({&dev}, small_limits(dir.str()));
   for (ChunkId id = 0; id < 4; ++id) mm.create(id, 16 * KiB, 0);
+  mm.announce(99, {{2, false}});  // ignored: no device has held half of its limit yet
+  for (ChunkId id = 0; id < 4; ++id) {
+    ASSERT_TRUE(mm.try_stage({{id, true}}));
+    mm.unstage({{id, true}});
+  }
   mm.announce(10, {{2, false}});
   mm.announce(11, {{0, false}, {9, true}});  // chunk 9 does not exist yet
   mm.announce(12, {{3, false}});
   mm.announce(13, {{1, false}});
   mm.create(9, 16 * KiB, 0);
-  for (ChunkId id = 0; id < 4; ++id) {
-    ASSERT_TRUE(mm.try_stage({{id, true}}));
-    mm.unstage({{id, true}});
-  }
   // Full. Task 11 needs 9: every resident chunk is needed, 1 last (task 13).
   ASSERT_TRUE(mm.try_stage({{9, true}}));
   EXPECT_FALSE(mm.state(1).on_device);

@@ -90,6 +90,8 @@ class MemoryManager {
   /// chunks, which need not exist yet. A full device keeps the chunks needed soonest:
   /// it evicts those no announced task uses first, then the one whose next use is last.
   /// Each announcement is taken back by retire() once the task is done or dropped.
+  /// Announcements are kept only from the first time a device holds more than half of its
+  /// limit (before that no device evicts, and the bookkeeping would only cost time).
   void announce(uint64_t task, const std::vector<ChunkUse>& uses);
   /// Many at once (one lock): tasks[i] uses uses[i].
   void announce(const std::vector<uint64_t>& tasks, const std::vector<std::vector<ChunkUse>>& uses);
