@@ -415,7 +415,7 @@ struct MemoryManager::Impl {
   Chunk* device_victim(const DeviceSpace& d, const TaskChunks& task) const {
     Chunk* victim = nullptr;
     for (Chunk* c : d.lru) {
-      if (c->pins > 0 || c->moving || task.members.count(c)) continue;
+      if (!evictable(*c, task)) continue;
       if (c->next_uses.empty()) return c;
       if (!victim || c->next_uses.front() > victim->next_uses.front()) victim = c;
     }
@@ -425,8 +425,11 @@ struct MemoryManager::Impl {
   void announce(uint64_t task, const std::vector<ChunkUse>& uses);
   void retire(uint64_t task, const std::vector<ChunkUse>& uses);
 
-  static void add_use(NextUses& uses, uint64_t task) { uses.add(task); }
-  static void remove_use(NextUses& uses, uint64_t task) { uses.remove(task); }
+  // A resident chunk eviction may take for `task`'s staging: no task pins it, it is not in
+  // transit, and `task` does not need it.
+  static bool evictable(const Chunk& c, const TaskChunks& task) {
+    return c.pins == 0 && !c.moving && !task.members.count(&c);
+  }
 
   // One step towards room on device `d`: moves the chunk device_victim picks off it, to the host
   // unless a valid host copy is there already or the chunk is safe on disk and the host space would
@@ -548,8 +551,7 @@ struct MemoryManager::Impl {
   std::size_t room_without_needed(const DeviceSpace& d, const TaskChunks& task) const {
     std::size_t room = d.usage.limit > d.usage.used ? d.usage.limit - d.usage.used : 0;
     for (const Chunk* c : d.lru)
-      if (c->pins == 0 && !c->moving && c->next_uses.empty() && !task.members.count(c))
-        room += c->block;
+      if (evictable(*c, task) && c->next_uses.empty()) room += c->block;
     return room;
   }
 
@@ -762,16 +764,16 @@ void MemoryManager::retire(uint64_t task, const std::vector<ChunkUse>& uses) {
 void MemoryManager::Impl::announce(uint64_t task, const std::vector<ChunkUse>& uses) {
   for (const ChunkUse& use : uses) {
     auto it = chunks.find(use.chunk);
-    add_use(it != chunks.end() ? it->second->next_uses : early_uses[use.chunk], task);
+    (it != chunks.end() ? it->second->next_uses : early_uses[use.chunk]).add(task);
   }
 }
 
 void MemoryManager::Impl::retire(uint64_t task, const std::vector<ChunkUse>& uses) {
   for (const ChunkUse& use : uses) {
     if (auto it = chunks.find(use.chunk); it != chunks.end()) {
-      remove_use(it->second->next_uses, task);
+      it->second->next_uses.remove(task);
     } else if (auto early = early_uses.find(use.chunk); early != early_uses.end()) {
-      remove_use(early->second, task);
+      early->second.remove(task);
       if (early->second.empty()) early_uses.erase(early);
     }
   }

@@ -32,12 +32,11 @@ WorkerService::~WorkerService() {
   worker_.connect(nullptr);
 }
 
+// The transfer's number goes after its bytes, so neither side copies them (a Send reserves
+// the room).
 void WorkerService::send(int to, plan::TransferId transfer, std::vector<unsigned char> data) {
-  net::Writer w;
-  w.u64(transfer);
-  auto& body = w.buffer();
-  body.insert(body.end(), data.begin(), data.end());
-  transport_.send(to, tag::data, std::move(body));
+  for (int i = 0; i < 8; ++i) data.push_back(static_cast<unsigned char>(transfer >> (8 * i)));
+  transport_.send(to, tag::data, std::move(data));
 }
 
 void WorkerService::fail(int to, plan::TransferId transfer, const std::string& why) {
@@ -153,9 +152,16 @@ void WorkerService::dispatch_loop() {
           break;
         }
         case tag::data: {
-          net::Reader r(m->body.data(), m->body.size(), "transfer message");
+          if (m->body.size() < 8)
+            throw NetError(
+                fmt::format("rank {}: a transfer message of {} bytes from rank {} has "
+                            "no transfer number",
+                            transport_.rank(), m->body.size(), m->source));
+          const std::size_t n = m->body.size() - 8;
+          net::Reader r(m->body.data() + n, 8, "transfer message");
           const plan::TransferId transfer = r.u64("transfer number");
-          worker_.deliver(transfer, std::vector<unsigned char>(m->body.begin() + 8, m->body.end()));
+          m->body.resize(n);
+          worker_.deliver(transfer, std::move(m->body));
           break;
         }
         case tag::data_failed: {

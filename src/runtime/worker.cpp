@@ -125,11 +125,8 @@ void Worker::submit(std::vector<Task>&& tasks) {
     if (const plan::TransferId* transfer = awaited_transfer(node->task)) {
       // Its data are one more thing to wait for, unless they came first (or failed).
       if (auto a = arrived_.find(*transfer); a != arrived_.end()) {
-        node->transfer = std::move(a->second);
+        take(*node, std::move(a->second));
         arrived_.erase(a);
-      } else if (auto f = failed_transfers_.find(*transfer); f != failed_transfers_.end()) {
-        node->error = f->second;
-        failed_transfers_.erase(f);
       } else {
         ++node->missing;
         ++node->unordered;
@@ -419,18 +416,27 @@ void Worker::on_barrier(std::function<void(plan::TaskId, std::exception_ptr)> f)
 }
 
 void Worker::deliver_failure(plan::TransferId transfer, const std::string& why) {
-  auto error = std::make_exception_ptr(NetError(why));
+  arrive(transfer, Arrival{{}, std::make_exception_ptr(NetError(why))});
+}
+
+void Worker::deliver(plan::TransferId transfer, std::vector<unsigned char> data) {
+  arrive(transfer, Arrival{std::move(data), nullptr});
+}
+
+// A transfer's data (or why they won't come) for its Recv, or kept until it is submitted.
+void Worker::arrive(plan::TransferId transfer, Arrival arrival) {
   std::deque<Node*> work;
   {
     std::lock_guard<AdaptiveMutex> lock(mutex_);
     auto it = awaiting_.find(transfer);
     if (it == awaiting_.end()) {
-      failed_transfers_.emplace(transfer, error);
+      if (!arrived_.emplace(transfer, std::move(arrival)).second)
+        throw NetError(fmt::format("transfer {} arrived twice", transfer));
       return;
     }
     Node* node = it->second;
     awaiting_.erase(it);
-    if (!node->error) node->error = error;
+    take(*node, std::move(arrival));
     --node->unordered;
     if (--node->missing == 0 && !node->queued && !node->launched) {
       node->queued = true;
@@ -440,26 +446,9 @@ void Worker::deliver_failure(plan::TransferId transfer, const std::string& why) 
   if (!work.empty()) process(work, -1);
 }
 
-void Worker::deliver(plan::TransferId transfer, std::vector<unsigned char> data) {
-  std::deque<Node*> work;
-  {
-    std::lock_guard<AdaptiveMutex> lock(mutex_);
-    auto it = awaiting_.find(transfer);
-    if (it == awaiting_.end()) {
-      if (!arrived_.emplace(transfer, std::move(data)).second)
-        throw NetError(fmt::format("transfer {} arrived twice", transfer));
-      return;
-    }
-    Node* node = it->second;
-    awaiting_.erase(it);
-    node->transfer = std::move(data);
-    --node->unordered;
-    if (--node->missing == 0 && !node->queued && !node->launched) {
-      node->queued = true;
-      work.push_back(node);
-    }
-  }
-  if (!work.empty()) process(work, -1);
+void Worker::take(Node& node, Arrival arrival) {
+  node.transfer = std::move(arrival.data);
+  if (arrival.error && !node.error) node.error = arrival.error;
 }
 
 // Unpins a task's chunks (a failure here becomes the task's error). Without the lock.
@@ -532,7 +521,9 @@ void Worker::run_payload(Node* node) {
         } else if constexpr (std::is_same_v<P, plan::ReadBack>) {
           dev.download(p.dst, p.dst_rect, data(p.src), p.src.rect, p.region, p.elem_size);
         } else if constexpr (std::is_same_v<P, plan::Send>) {
-          node->transfer.resize(static_cast<std::size_t>(p.region.volume()) * p.elem_size);
+          const std::size_t n = static_cast<std::size_t>(p.region.volume()) * p.elem_size;
+          node->transfer.reserve(n + 16);  // room for what a DataLink appends (a number)
+          node->transfer.resize(n);
           dev.download(node->transfer.data(), p.region, data(p.src), p.src.rect, p.region,
                        p.elem_size);
         } else if constexpr (std::is_same_v<P, plan::Recv>) {

@@ -23,7 +23,7 @@ namespace gridspan::runtime {
 /// The protocol's message tags.
 namespace tag {
 constexpr uint32_t tasks = 10;        // driver → worker: encoded tasks
-constexpr uint32_t data = 11;         // worker → worker: a transfer's number, then its bytes
+constexpr uint32_t data = 11;         // worker → worker: a transfer's bytes, then its number
 constexpr uint32_t done = 12;         // worker → driver: a barrier part finished (or failed)
 constexpr uint32_t shutdown = 13;     // driver → worker: stop serving
 constexpr uint32_t data_failed = 14;  // worker → worker: a transfer's number, why it won't come

@@ -115,6 +115,9 @@ class Worker {
     std::vector<unsigned char> transfer;  // a Send's data once read, a Recv's once arrived
   };
   void after_run(Node* node, std::exception_ptr& error);  // sends what a Send read
+  struct Arrival;
+  void arrive(plan::TransferId transfer, Arrival arrival);
+  static void take(Node& node, Arrival arrival);
   bool ordered_on_device(const Node& dep, const Node& succ) const;
   bool releasable(const Node& node) const;
   void scheduler_loop();
@@ -139,8 +142,11 @@ class Worker {
   std::deque<Node*> ready_;
   std::deque<Node*> blocked_;  // ready, but could not be staged yet
   // Transfers that arrived before their Recv was submitted, and Recvs waiting for theirs.
-  std::unordered_map<plan::TransferId, std::vector<unsigned char>> arrived_;
-  std::unordered_map<plan::TransferId, std::exception_ptr> failed_transfers_;
+  struct Arrival {
+    std::vector<unsigned char> data;
+    std::exception_ptr error;  // set: the data will never come, and why
+  };
+  std::unordered_map<plan::TransferId, Arrival> arrived_;
   std::unordered_map<plan::TransferId, Node*> awaiting_;
   std::vector<std::size_t> staged_bytes_;
   std::vector<int> staged_tasks_;
