@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -242,7 +244,32 @@ void pack_scalar(const std::string& kernel, const annotation::ParamInfo& p, int 
 
 }  // namespace
 
-Context::Context(const Config& config) : driver_(std::make_shared<runtime::Driver>(config)) {}
+namespace {
+
+// Under mpirun, a rank other than 0 serves rank 0's sessions and ends with its exit code.
+void serve_if_not_the_driver() {
+  if (!runtime::Process::distributed()) return;
+  runtime::Process& p = runtime::Process::get();
+  if (p.rank() != 0 && p.size() > 1) std::exit(p.serve());
+}
+
+// Registered native functions; made on first use, since registrations may come from
+// other files' static initialisation.
+struct Natives {
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<const plan::Executable>> by_name;
+};
+Natives& natives() {
+  static Natives* n = new Natives;  // never destroyed: natives may be looked up at exit
+  return *n;
+}
+
+}  // namespace
+
+Context::Context(const Config& config) {
+  serve_if_not_the_driver();
+  driver_ = std::make_shared<runtime::Driver>(config);
+}
 
 Context::~Context() {
   try {
@@ -268,7 +295,7 @@ Kernel Context::compile(const KernelDef& def) {
   auto compiled = driver_->backend().compile(src);
   state->executable = std::make_shared<runtime::KernelExecutable>(def.function(), state->params,
                                                                   compiled, src.checked);
-  driver_->retain(state->executable);
+  driver_->add_kernel(state->executable, src);
   return Kernel(state);
 }
 
@@ -280,8 +307,35 @@ Kernel Context::compile(const NativeDef& def) {
   state->annotation =
       parse_annotations(def.name(), def.annotations(), state->params, def.defines());
   state->executable = std::make_shared<NativeExecutable>(def.name(), def.params(), def.invoker());
-  driver_->retain(state->executable);
+  if (driver_->ranks().size() > 1) {
+    std::lock_guard lock(natives().mutex);
+    if (!natives().by_name.count(def.name()))
+      throw Error(fmt::format(
+          "native function `{}` is not registered: under mpirun the other ranks do not run "
+          "this code and find native functions by name; call gs::register_native on its "
+          "NativeDef before gs::run (or at static initialisation)",
+          def.name()));
+  }
+  driver_->add_native(state->executable, def.name());
   return Kernel(state);
+}
+
+bool register_native(const NativeDef& def) {
+  auto e = std::make_shared<NativeExecutable>(def.name(), def.params(), def.invoker());
+  {
+    std::lock_guard lock(natives().mutex);
+    natives().by_name[def.name()] = std::move(e);
+  }
+  runtime::set_native_resolver([](const std::string& name) {
+    std::lock_guard lock(natives().mutex);
+    auto it = natives().by_name.find(name);
+    return it == natives().by_name.end() ? nullptr : it->second;
+  });
+  return true;
+}
+
+std::vector<runtime::RankInfo> Context::ranks() const {
+  return driver_->ranks();
 }
 
 void Context::synchronize() {
@@ -394,7 +448,9 @@ runtime::Driver* Kernel::driver_ptr() const {
 
 // --- run --------------------------------------------------------------------------------
 
-int run(Config config, std::function<void(Context&)> app) {
+namespace {
+
+int run_app(const Config& config, const std::function<void(Context&)>& app) {
   try {
     Context ctx(config.with_env());
     app(ctx);
@@ -406,6 +462,22 @@ int run(Config config, std::function<void(Context&)> app) {
     std::fprintf(stderr, "error: %s\n", e.what());
   }
   return 1;
+}
+
+}  // namespace
+
+int run(Config config, std::function<void(Context&)> app) {
+  if (!runtime::Process::distributed()) return run_app(config, app);
+  runtime::Process* p;
+  try {
+    p = &runtime::Process::get();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "gridspan error: %s\n", e.what());
+    return 1;
+  }
+  if (p->size() == 1) return run_app(config, app);
+  if (p->rank() != 0) return p->serve();
+  return p->finish(run_app(config, app));
 }
 
 int run(int argc, char** argv, std::function<void(Context&)> app) {

@@ -19,4 +19,7 @@ struct AnnotateOptions {
 };
 int run_annotate(const AnnotateOptions& options);
 
+/// Prints the run's ranks, their devices and memory (under mpirun: every rank's).
+int run_info();
+
 }  // namespace gridspan::cli

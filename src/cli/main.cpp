@@ -1,5 +1,6 @@
 // The `gridspan` program: `gridspan demo` runs the demo problems on the embedded default;
-// `gridspan annotate` shows the access regions an annotation gives every superblock.
+// `gridspan annotate` shows the access regions an annotation gives every superblock;
+// `gridspan info` shows the workers, devices and memory a run gets.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -39,6 +40,9 @@ int main(int argc, char** argv) {
                       "an array and its shape: NAME=D0[,D1[,D2]] (repeatable)");
   ann_cmd->add_option("--const", ann.consts, "a constant: NAME=VALUE (repeatable)");
 
+  auto* info_cmd = app.add_subcommand(
+      "info", "show the workers (MPI ranks), their devices and memory, as gridspan sees them");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -47,6 +51,7 @@ int main(int argc, char** argv) {
   try {
     if (*demo_cmd) return gridspan::cli::run_demo(demo);
     if (*ann_cmd) return gridspan::cli::run_annotate(ann);
+    if (*info_cmd) return gridspan::cli::run_info();
   } catch (const gridspan::AnnotationError& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;

@@ -133,6 +133,21 @@ Config Config::with_env() const {
           "GRIDSPAN_STREAM_ORDER='{}' is not a flag (1/on/yes/true or 0/off/no/false); keeping {}",
           v, c.stream_order);
   }
+  if (const char* v = env("GRIDSPAN_NET_TIMEOUT")) {
+    char* end = nullptr;
+    const double seconds = std::strtod(v, &end);
+    if (end == v || *end != '\0' || !(seconds > 0) || seconds > 1e6)
+      throw ConfigError(
+          fmt::format("GRIDSPAN_NET_TIMEOUT='{}' is not a time; give seconds, e.g. 60 or 2.5", v));
+    c.net_timeout = seconds;
+  }
+  if (const char* v = env("GRIDSPAN_MPI")) {
+    if (auto f = parse_flag(v))
+      c.mpi = *f;
+    else
+      throw ConfigError(fmt::format(
+          "GRIDSPAN_MPI='{}' is not a flag; give on (one run over every rank) or off", v));
+  }
   if (const char* v = env("GRIDSPAN_CHECK")) {
     if (auto f = parse_flag(v))
       c.check = *f;

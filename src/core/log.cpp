@@ -10,6 +10,7 @@ namespace gridspan::log {
 namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::warn)};
 std::mutex g_mutex;
+std::string g_prefix;  // guarded by g_mutex
 }  // namespace
 
 void set_level(LogLevel l) {
@@ -19,10 +20,16 @@ LogLevel level() {
   return static_cast<LogLevel>(g_level.load(std::memory_order_relaxed));
 }
 
+void set_prefix(const std::string& prefix) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_prefix = prefix.empty() ? prefix : "[" + prefix + "]";
+}
+
 void write(LogLevel l, const std::string& message) {
   static const char* names[] = {"error", "warn", "info", "debug"};
   std::lock_guard<std::mutex> lock(g_mutex);
-  std::fprintf(stderr, "gridspan %s: %s\n", names[static_cast<int>(l)], message.c_str());
+  std::fprintf(stderr, "gridspan%s %s: %s\n", g_prefix.c_str(), names[static_cast<int>(l)],
+               message.c_str());
 }
 
 }  // namespace gridspan::log

@@ -94,6 +94,13 @@ class MpiTransport final : public Transport {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    MPI_Comm node;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+      MPI_Comm_rank(node, &node_rank_);
+      MPI_Comm_size(node, &node_size_);
+      MPI_Comm_free(&node);
+    }
     progress_ = std::thread([this] { progress_loop(); });
   }
 
@@ -109,6 +116,20 @@ class MpiTransport final : public Transport {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  int node_rank() const override { return node_rank_; }
+  int node_size() const override { return node_size_; }
+
+  // MPI_Abort from the progress thread (the only one that calls MPI); if that thread is
+  // stuck, this process ends alone and mpirun ends the others.
+  [[noreturn]] void abort(int code) override {
+    {
+      std::lock_guard lock(mutex_);
+      abort_code_ = code;
+    }
+    wake_.notify_all();
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+    std::_Exit(code);
+  }
 
   void send(int to, uint32_t tag, std::vector<unsigned char> body) override {
     if (to < 0 || to >= size_)
@@ -270,6 +291,7 @@ class MpiTransport final : public Transport {
           std::lock_guard lock(mutex_);
           out.swap(outbox_);
           stopping = stop_;
+          if (abort_code_) MPI_Abort(MPI_COMM_WORLD, *abort_code_);
         }
         for (const Outgoing& o : out) start(o);
         bool busy = !out.empty();
@@ -287,7 +309,7 @@ class MpiTransport final : public Transport {
         } else if (now - idle_since > std::chrono::milliseconds(1)) {
           std::unique_lock lock(mutex_);
           wake_.wait_for(lock, std::chrono::microseconds(100),
-                         [&] { return !outbox_.empty() || stop_; });
+                         [&] { return !outbox_.empty() || stop_ || abort_code_; });
         } else {
           std::this_thread::yield();
         }
@@ -310,8 +332,9 @@ class MpiTransport final : public Transport {
 
   const std::size_t max_piece_;
   bool owns_mpi_ = false;
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, node_rank_ = 0, node_size_ = 1;
   std::mutex mutex_;
+  std::optional<int> abort_code_;
   std::condition_variable wake_, arrived_;
   std::deque<Outgoing> outbox_;
   std::deque<Message> inbox_;

@@ -397,4 +397,15 @@ std::vector<Task> decode_tasks(const void* data, std::size_t size,
   return tasks;
 }
 
+void write_error(Writer& w, const std::exception_ptr& error) {
+  ErrorInfo info = describe_error(error);
+  w.u8(info.kind);
+  w.str(info.message);
+}
+
+std::exception_ptr read_error(Reader& r) {
+  const uint8_t kind = r.u8("error kind");
+  return make_error(kind, r.str("error message"));
+}
+
 }  // namespace gridspan::net

@@ -44,9 +44,9 @@ const std::vector<int>& PlanSplitter::barrier_ranks(TaskId barrier) const {
   return it == ranks_of_.end() ? none : it->second;
 }
 
-void PlanSplitter::forget(TaskId last) {
+void PlanSplitter::forget(TaskId last, const std::function<bool(TaskId)>& keep) {
   for (auto it = ranks_of_.begin(); it != ranks_of_.end();)
-    it = it->first <= last ? ranks_of_.erase(it) : std::next(it);
+    it = it->first <= last && !(keep && keep(it->first)) ? ranks_of_.erase(it) : std::next(it);
 }
 
 std::vector<std::vector<Task>> PlanSplitter::split(std::vector<Task> tasks) {

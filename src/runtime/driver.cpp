@@ -16,31 +16,66 @@ namespace gridspan::runtime {
 
 Driver::Driver(const Config& config) : config_(config) {
   log::set_level(config_.log_level);
+  Process* process = nullptr;
+  if (Process::distributed()) {
+    process = &Process::get();
+    if (process->size() == 1) process = nullptr;  // mpirun -np 1: a run of one process
+  }
+  if (process) {
+    if (process->rank() != 0)
+      throw Error(fmt::format(
+          "internal error: a driver on rank {}; under mpirun only rank 0 drives", process->rank()));
+    config_.node_rank = process->transport().node_rank();
+    config_.node_ranks = process->transport().node_size();
+  }
   backend_ = backend::make_backend(config_);
   auto devices = backend_->devices();
   devices_ = static_cast<int>(devices.size());
-  MemoryLimits limits;
-  limits.device_bytes = config_.device_memory;
-  limits.host_bytes = config_.host_memory;
-  if (limits.host_bytes == 0) {  // half of physical memory, as documented
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    if (pages > 0 && page > 0) limits.host_bytes = std::size_t(pages) * std::size_t(page) / 2;
-  }
-  limits.spill_dir = config_.spill_dir;
-  memory_ = std::make_unique<MemoryManager>(devices, limits);
+  memory_ = std::make_unique<MemoryManager>(devices, memory_limits(config_));
   worker_ =
       std::make_unique<Worker>(devices, *memory_, config_.staging_bytes, config_.stream_order);
   if (!config_.trace_file.empty()) worker_->enable_trace();
-  planner_ = std::make_unique<plan::Planner>(
-      static_cast<int>(devices.size()), [this](plan::TaskId t) { return worker_->is_done(t); });
-  log::info("{} backend with {} devices", backend_->name(), devices.size());
+  if (process) {
+    cluster_ = std::make_unique<Cluster>(*process, config_, *worker_, self());
+    devices_ = static_cast<int>(cluster_->placement().rank.size());
+    planner_ = std::make_unique<plan::Planner>(
+        devices_, [this](plan::TaskId t) { return cluster_->is_done(t); });
+    planner_->set_ranks(cluster_->placement().rank);
+  } else {
+    planner_ = std::make_unique<plan::Planner>(
+        devices_, [this](plan::TaskId t) { return worker_->is_done(t); });
+  }
+  log::info("{} backend with {} devices", backend_->name(), devices_);
+}
+
+RankInfo Driver::self() const {
+  RankInfo info;
+  info.backend = backend_->name();
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  info.host = host;
+  auto stats = memory_->stats();
+  auto devices = backend_->devices();
+  for (std::size_t d = 0; d < devices.size(); ++d) {
+    info.devices.push_back(devices[d]->name());
+    info.device_memory.push_back(stats[d].total_bytes);
+  }
+  info.host_memory = stats[devices.size()].total_bytes;
+  return info;
+}
+
+std::vector<RankInfo> Driver::ranks() const {
+  if (cluster_) return cluster_->ranks();
+  return {self()};
 }
 
 Driver::~Driver() {
+  const bool several = cluster_ != nullptr;
+  cluster_.reset();  // every rank's part waited for (errors reported), the session closed
   try {
     worker_->wait_all();
   } catch (const std::exception& e) {
-    log::warn("an error was not reported before the context ended: {}", e.what());
+    if (!several) log::warn("an error was not reported before the context ended: {}", e.what());
   }
   if (!config_.trace_file.empty()) write_trace();
   worker_.reset();
@@ -48,7 +83,7 @@ Driver::~Driver() {
 }
 
 int Driver::device_count() const {
-  return static_cast<int>(backend_->devices().size());
+  return devices_;
 }
 
 // Chrome / Perfetto trace JSON: one complete event per task, a track per device.
@@ -84,7 +119,10 @@ void Driver::write_trace() noexcept {
 plan::TaskId Driver::submit(plan::Plan plan) {
   if (keep_plans_) last_dot_ = plan.to_dot();
   plan::TaskId done = plan.done;
-  worker_->submit(std::move(plan.tasks));
+  if (cluster_)
+    cluster_->submit(std::move(plan.tasks), done);
+  else
+    worker_->submit(std::move(plan.tasks));
   return done;
 }
 
@@ -109,6 +147,7 @@ void Driver::release_array(const plan::ArrayMeta& meta) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     submit(planner_->delete_array(meta));
   } catch (const std::exception& e) {
+    if (cluster_ && cluster_->failed()) return;  // said when the run failed
     log::warn("could not release {}: {}", meta.describe(), e.what());
   }
 }
@@ -125,7 +164,7 @@ void Driver::read_array(const plan::ArrayMeta& meta, void* dst) {
     std::lock_guard<std::mutex> lock(mutex_);
     done = submit(planner_->read_array(meta, dst));
   }
-  worker_->wait(done);
+  wait(done);
 }
 
 plan::TaskId Driver::launch(const plan::LaunchSpec& spec) {
@@ -133,22 +172,37 @@ plan::TaskId Driver::launch(const plan::LaunchSpec& spec) {
   return submit(planner_->launch(spec));
 }
 
-void Driver::retain(std::shared_ptr<const plan::Executable> executable) {
+void Driver::add_kernel(std::shared_ptr<const plan::Executable> executable,
+                        const backend::KernelSource& src) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (cluster_) cluster_->add_kernel(executable.get(), src);
+  executables_.push_back(std::move(executable));
+}
+
+void Driver::add_native(std::shared_ptr<const plan::Executable> executable,
+                        const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (cluster_) cluster_->add_native(executable.get(), name);
   executables_.push_back(std::move(executable));
 }
 
 void Driver::wait(plan::TaskId task) {
-  worker_->wait(task);
+  if (cluster_)
+    cluster_->wait(task);
+  else
+    worker_->wait(task);
 }
 bool Driver::is_done(plan::TaskId task) const {
-  return worker_->is_done(task);
+  return cluster_ ? cluster_->is_done(task) : worker_->is_done(task);
 }
 void Driver::synchronize() {
-  worker_->wait_all();
+  if (cluster_)
+    cluster_->wait_all();
+  else
+    worker_->wait_all();
 }
 std::vector<SpaceStats> Driver::memory_stats() const {
-  return memory_->stats();
+  return cluster_ ? cluster_->memory_stats(memory_->stats()) : memory_->stats();
 }
 WorkerStats Driver::worker_stats() const {
   return worker_->stats();

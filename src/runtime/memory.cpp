@@ -21,6 +21,8 @@
 //   needs a moving chunk (or space only moving chunks can free) waits for the transit.
 #include "gridspan/runtime/memory.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -39,6 +41,20 @@
 #include "runtime/spill.hpp"
 
 namespace gridspan::runtime {
+
+MemoryLimits memory_limits(const Config& config) {
+  MemoryLimits limits;
+  limits.device_bytes = config.device_memory;
+  limits.host_bytes = config.host_memory;
+  if (limits.host_bytes == 0) {  // half of physical memory, shared by the node's ranks
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && page > 0)
+      limits.host_bytes = std::size_t(pages) * std::size_t(page) / 2 /
+                          static_cast<std::size_t>(std::max(1, config.node_ranks));
+  }
+  limits.spill_dir = config.spill_dir;
+  return limits;
+}
 
 using detail::BlockPool;
 using detail::SpillStore;

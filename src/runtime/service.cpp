@@ -39,10 +39,10 @@ void WorkerService::send(int to, plan::TransferId transfer, std::vector<unsigned
   transport_.send(to, tag::data, std::move(data));
 }
 
-void WorkerService::fail(int to, plan::TransferId transfer, const std::string& why) {
+void WorkerService::fail(int to, plan::TransferId transfer, const std::exception_ptr& error) {
   net::Writer w;
   w.u64(transfer);
-  w.str(fmt::format("rank {}: {}", transport_.rank(), why));
+  net::write_error(w, error);
   transport_.send(to, tag::data_failed, std::move(w.buffer()));
 }
 
@@ -55,10 +55,41 @@ void WorkerService::send_shutdown(net::Transport& t, int rank) {
   t.send(rank, tag::shutdown, {});
 }
 
+namespace {
+
+enum : uint8_t { kKernel = 0, kNative = 1 };
+
+// Set from other files' static initialisation (gs::register_native): made on first use.
+struct Resolver {
+  std::mutex mutex;
+  NativeResolver resolve;
+};
+Resolver& resolver() {
+  static Resolver* r = new Resolver;  // never destroyed: it may be used at exit
+  return *r;
+}
+
+}  // namespace
+
+void set_native_resolver(NativeResolver f) {
+  std::lock_guard lock(resolver().mutex);
+  resolver().resolve = std::move(f);
+}
+
+void WorkerService::send_native(net::Transport& t, int rank, net::ExecutableId id,
+                                const std::string& name) {
+  net::Writer w;
+  w.u64(id);
+  w.u8(kNative);
+  w.str(name);
+  t.send(rank, tag::compile, std::move(w.buffer()));
+}
+
 void WorkerService::send_compile(net::Transport& t, int rank, net::ExecutableId id,
                                  const backend::KernelSource& kernel) {
   net::Writer w;
   w.u64(id);
+  w.u8(kKernel);
   w.str(kernel.name);
   w.str(kernel.source);
   w.str(kernel.file);
@@ -76,6 +107,25 @@ void WorkerService::send_compile(net::Transport& t, int rank, net::ExecutableId 
 void WorkerService::compile(const net::Message& m) {
   net::Reader r(m.body.data(), m.body.size(), "kernel message");
   const net::ExecutableId id = r.u64("executable number");
+  const uint8_t kind = r.u8("executable kind");
+  if (kind == kNative) {
+    const std::string name = r.str("native function name");
+    r.finish();
+    std::shared_ptr<const plan::Executable> native;
+    {
+      std::lock_guard lock(resolver().mutex);
+      if (resolver().resolve) native = resolver().resolve(name);
+    }
+    if (!native)
+      throw Error(fmt::format(
+          "rank {}: native function `{}` is not registered in this process; under mpirun "
+          "every rank needs it: register it with gs::register_native before gs::run (or "
+          "at static initialisation)",
+          transport_.rank(), name));
+    compiled_[id] = std::move(native);
+    return;
+  }
+  if (kind != kKernel) r.fail(fmt::format("executable kind {} is neither kernel nor native", kind));
   backend::KernelSource src;
   src.name = r.str("kernel name");
   src.source = r.str("kernel source", std::size_t(1) << 30);
@@ -103,24 +153,14 @@ const plan::Executable* WorkerService::executable(net::ExecutableId id) const {
 // With the worker's lock held: only queues a message (or calls the driver's callback,
 // which must not block either).
 void WorkerService::report(plan::TaskId barrier, std::exception_ptr error) {
-  BarrierReport r{transport_.rank(), barrier, error != nullptr, {}};
-  if (error) {
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      r.message = e.what();
-    } catch (...) {
-      r.message = "an unknown error";
-    }
-  }
   if (transport_.rank() == driver_) {
-    if (on_report_) on_report_(r);
+    if (on_report_) on_report_(BarrierReport{driver_, barrier, error});
     return;
   }
   net::Writer w;
-  w.u64(r.barrier);
-  w.u8(r.failed ? 1 : 0);
-  w.str(r.message);
+  w.u64(barrier);
+  w.u8(error ? 1 : 0);
+  if (error) net::write_error(w, error);
   transport_.send(driver_, tag::done, std::move(w.buffer()));
 }
 
@@ -128,6 +168,11 @@ void WorkerService::serve_until_shutdown() {
   std::unique_lock lock(mutex_);
   stopped_.wait(lock, [&] { return shutdown_ || failure_; });
   if (failure_) std::rethrow_exception(failure_);
+}
+
+std::optional<int> WorkerService::exit_code() const {
+  std::lock_guard lock(mutex_);
+  return exit_code_;
 }
 
 void WorkerService::dispatch_loop() {
@@ -167,26 +212,35 @@ void WorkerService::dispatch_loop() {
         case tag::data_failed: {
           net::Reader r(m->body.data(), m->body.size(), "failed transfer message");
           const plan::TransferId transfer = r.u64("transfer number");
-          std::string why = r.str("reason");
+          std::exception_ptr why = net::read_error(r);
           r.finish();
-          worker_.deliver_failure(transfer, why);
+          worker_.deliver_failure(transfer, std::move(why));
           break;
         }
         case tag::done: {
           net::Reader r(m->body.data(), m->body.size(), "barrier report");
-          BarrierReport report{m->source, r.u64("barrier"), r.u8("failed flag") != 0,
-                               r.str("error message")};
+          BarrierReport report{m->source, r.u64("barrier"), nullptr};
+          if (r.u8("failed flag")) report.error = net::read_error(r);
           r.finish();
           if (on_report_) on_report_(report);
           break;
         }
+        case tag::exit:        // the driver's process ended with the session open
         case tag::shutdown: {  // the last message it takes: later ones are another's
+          std::optional<int> code;
+          if (m->tag == tag::exit) {
+            net::Reader r(m->body.data(), m->body.size(), "exit message");
+            code = static_cast<int>(r.u32("exit code"));
+            r.finish();
+          }
           std::lock_guard lock(mutex_);
+          exit_code_ = code;
           shutdown_ = true;
           stopped_.notify_all();
           return;
         }
         default:
+          if (on_message_ && on_message_(*m)) break;
           throw NetError(
               fmt::format("rank {}: a message with tag {} from rank {}, which the "
                           "protocol does not have",

@@ -56,6 +56,13 @@ bool runs_after_failure(const Task& t) {
          std::holds_alternative<plan::CreateChunk>(t.payload);
 }
 
+// "kernel `mix` on device 1", "copy on device 0": a task as an error names it.
+std::string describe(const Task& t) {
+  if (auto* e = std::get_if<plan::Execute>(&t.payload))
+    return fmt::format("kernel `{}` on device {}", e->executable->name(), t.device);
+  return fmt::format("{} on device {}", t.kind(), t.device);
+}
+
 }  // namespace
 
 Worker::Worker(std::vector<backend::Device*> devices, MemoryManager& memory,
@@ -415,8 +422,8 @@ void Worker::on_barrier(std::function<void(plan::TaskId, std::exception_ptr)> f)
   on_barrier_ = std::move(f);
 }
 
-void Worker::deliver_failure(plan::TransferId transfer, const std::string& why) {
-  arrive(transfer, Arrival{{}, std::make_exception_ptr(NetError(why))});
+void Worker::deliver_failure(plan::TransferId transfer, std::exception_ptr error) {
+  arrive(transfer, Arrival{{}, std::move(error)});
 }
 
 void Worker::deliver(plan::TransferId transfer, std::vector<unsigned char> data) {
@@ -444,6 +451,15 @@ void Worker::arrive(plan::TransferId transfer, Arrival arrival) {
     }
   }
   if (!work.empty()) process(work, -1);
+}
+
+void Worker::fail_transfers(const std::exception_ptr& error) {
+  std::vector<plan::TransferId> waiting;
+  {
+    std::lock_guard<AdaptiveMutex> lock(mutex_);
+    for (const auto& [transfer, node] : awaiting_) waiting.push_back(transfer);
+  }
+  for (plan::TransferId t : waiting) arrive(t, Arrival{{}, error});
 }
 
 void Worker::take(Node& node, Arrival arrival) {
@@ -568,20 +584,15 @@ void Worker::finish(Node* first, std::exception_ptr first_error, std::deque<Node
     if (!error && node->error &&
         (node->launched || std::holds_alternative<plan::Barrier>(node->task.payload)))
       error = node->error;
+    // Between processes, a task's own failure names the rank and the task.
+    if (error && !node->error && link_)
+      error = error_in(
+          error, fmt::format("rank {}, task {} ({})", link_->rank(), id, describe(node->task)));
     if (on_barrier_ && std::holds_alternative<plan::Barrier>(node->task.payload))
       on_barrier_(id, error);
-    if (auto* s = std::get_if<plan::Send>(&node->task.payload); s && error && link_) {
-      // The receiving rank would wait for these data forever: it hears why they won't come.
-      std::string why;
-      try {
-        std::rethrow_exception(error);
-      } catch (const std::exception& e) {
-        why = e.what();
-      } catch (...) {
-        why = "an unknown error";
-      }
-      link_->fail(s->to, s->transfer, why);
-    }
+    // The receiving rank would wait for these data forever: it hears why they won't come.
+    if (auto* s = std::get_if<plan::Send>(&node->task.payload); s && error && link_)
+      link_->fail(s->to, s->transfer, error);
     if (error) {
       failed_[id] = error;
       ++stats_.tasks_failed;

@@ -325,9 +325,10 @@ TEST(Differential, RandomProgramsMatchTheSequentialReference) {
   }
   std::printf("%d programs: %d spilled to host memory, %d to disk\n", programs, spilled.to_host,
               spilled.to_disk);
-  // The memory limits are there to make programs spill: most must.
+  // The memory limits are there to make programs spill: most must. Under mpirun each rank
+  // holds a share of the data in host memory of its own, so fewer reach the disk.
   EXPECT_GE(spilled.to_host, programs / 2);
-  EXPECT_GE(spilled.to_disk, programs / 4);
+  EXPECT_GE(spilled.to_disk, programs / (4 * ranks()));
 }
 
 }  // namespace

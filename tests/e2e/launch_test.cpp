@@ -269,23 +269,30 @@ TEST(Launch, ConsecutiveLaunchesRunAsynchronouslyAndInOrder) {
   for (int i = 0; i < n; ++i) ASSERT_FLOAT_EQ(r[i], 20.0f * xs[i]);
 }
 
+// Under mpirun the other ranks find native functions by name: registered in every process.
+constexpr int kRows = 40, kCols = 12;
+gs::NativeDef scale_rows() {
+  auto def = gs::NativeDef::from_function(
+      "scale_rows",
+      [](const gs::NativeContext& nc, gs::Matrix<float> out, gs::Matrix<float> in, float s) {
+        gs::Rect r = nc.threads({kRows, kCols});
+        for (int64_t i = r.lo[0]; i < r.hi[0]; ++i)
+          for (int64_t j = r.lo[1]; j < r.hi[1]; ++j) out(i, j) = in(i, j) * s + float(nc.device);
+      },
+      {"out", "in", "s"});
+  def.annotate("global [i, j] => write out[i, j], read in[i, j]");
+  return def;
+}
+const bool scale_rows_registered = gs::register_native(scale_rows());
+
 TEST(Launch, NativeFunctionRunsPerSuperblock) {
   auto g = rng(19);
   gs::Context ctx(config(2));
   // This function works on host memory itself; on a GPU it would get device pointers.
   if (ctx.backend_name() != "cpu") GTEST_SKIP() << "a host-code native function";
-  const int rows = 40, cols = 12;
-  auto def =
-      gs::NativeDef::from_function("scale_rows",
-                                   [rows, cols](const gs::NativeContext& nc, gs::Matrix<float> out,
-                                                gs::Matrix<float> in, float s) {
-                                     gs::Rect r = nc.threads({rows, cols});
-                                     for (int64_t i = r.lo[0]; i < r.hi[0]; ++i)
-                                       for (int64_t j = r.lo[1]; j < r.hi[1]; ++j)
-                                         out(i, j) = in(i, j) * s + float(nc.device);
-                                   },
-                                   {"out", "in", "s"});
-  def.annotate("global [i, j] => write out[i, j], read in[i, j]");
+  ASSERT_TRUE(scale_rows_registered);
+  const int rows = kRows, cols = kCols;
+  auto def = scale_rows();
   auto k = ctx.compile(def);
   auto v = random_vector<float>(rows * cols, g);
   auto in = ctx.from_vector<float>(v, {rows, cols}, gs::dist::rows(10));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gridspan/gridspan.hpp"
+#include "gridspan/runtime/process.hpp"
 #include "support/random.hpp"
 
 namespace gridspan::test {
@@ -22,6 +23,13 @@ inline gs::Config config(int devices, std::size_t device_memory = 0, std::size_t
   if (host_memory) c.host_memory = host_memory;
   c.log_level = LogLevel::error;
   return c;
+}
+
+/// The processes of the run: 1, or the ranks under mpirun (each has the devices a config
+/// asks for).
+inline int ranks() {
+  using runtime::Process;
+  return Process::distributed() ? Process::get().size() : 1;
 }
 
 /// Expects `fn` to throw E whose message contains every phrase.

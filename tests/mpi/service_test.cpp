@@ -64,8 +64,8 @@ void run_stencil(const plan::Executable& remote_kernel, bool expect_failure) {
           << "barrier " << p.done << ": its parts did not all report within 60 s";
     }
     for (const BarrierReport& b : reports[last]) {
-      EXPECT_EQ(b.failed, expect_failure) << "rank " << b.rank << ": " << b.message;
-      if (expect_failure) EXPECT_NE(b.message.find("deliberate failure"), std::string::npos);
+      EXPECT_EQ(b.failed(), expect_failure) << "rank " << b.rank << ": " << b.message();
+      if (expect_failure) EXPECT_NE(b.message().find("deliberate failure"), std::string::npos);
     }
   }
   if (!expect_failure) EXPECT_EQ(problem.out, problem.want);

@@ -80,7 +80,7 @@ TEST(WorkerService, ThreeRanksComputeWhatOneWould) {
   ASSERT_EQ(done.size(), 3u);  // the read-back's barrier: every rank sends to the driver
   std::set<int> ranks;
   for (const BarrierReport& b : done) {
-    EXPECT_FALSE(b.failed) << "rank " << b.rank << ": " << b.message;
+    EXPECT_FALSE(b.failed()) << "rank " << b.rank << ": " << b.message();
     ranks.insert(b.rank);
   }
   EXPECT_EQ(ranks, (std::set<int>{0, 1, 2}));
@@ -100,12 +100,13 @@ TEST(WorkerService, AFailureOnAnotherRankReachesTheDriverWithItsRank) {
   auto done = c.wait(problem.plans.back().done);
   ASSERT_EQ(done.size(), 3u);
   for (const BarrierReport& b : done) {
-    EXPECT_TRUE(b.failed) << "rank " << b.rank;
-    EXPECT_NE(b.message.find("deliberate failure"), std::string::npos) << b.message;
-    if (b.rank == 0)
-      EXPECT_TRUE(b.message.find("rank 1: ") != std::string::npos ||
-                  b.message.find("rank 2: ") != std::string::npos)
-          << b.message;
+    EXPECT_TRUE(b.failed()) << "rank " << b.rank;
+    if (b.failed()) EXPECT_THROW(std::rethrow_exception(b.error), AccessError);  // its kind kept
+    EXPECT_NE(b.message().find("deliberate failure"), std::string::npos) << b.message();
+    // Every part names where the failure began: rank 1 or 2, and the task.
+    EXPECT_TRUE(b.message().find("rank 1, task ") != std::string::npos ||
+                b.message().find("rank 2, task ") != std::string::npos)
+        << b.message();
   }
   // A message the protocol does not have stops the rank's service with an error.
   c.transports[0]->send(2, 999, {});
@@ -144,7 +145,7 @@ TEST(WorkerService, KernelsAreCompiledOnEveryRank) {
   StencilProblem problem(6, 1200, 200, 3, 40, kernel);
   for (const plan::Plan& p : problem.plans) c.submit(p);
   for (const plan::Plan& p : problem.plans)
-    for (const BarrierReport& b : c.wait(p.done)) EXPECT_FALSE(b.failed) << b.message;
+    for (const BarrierReport& b : c.wait(p.done)) EXPECT_FALSE(b.failed()) << b.message();
   EXPECT_EQ(problem.out, problem.want);
 }
 
@@ -242,7 +243,7 @@ TEST(WorkerService, ReductionsGoAcrossRanksAsATree) {
   for (const plan::Plan& p : plans) {
     auto reports = c.wait(p.done);
     EXPECT_EQ(reports.size(), c.splitter.barrier_ranks(p.done).size());
-    for (const BarrierReport& b : reports) EXPECT_FALSE(b.failed) << b.message;
+    for (const BarrierReport& b : reports) EXPECT_FALSE(b.failed()) << b.message();
   }
   EXPECT_EQ(got, want);
   EXPECT_EQ(c.sends, 2);  // the launch's: ranks 1 and 2 each send their partial once

@@ -404,14 +404,18 @@ TEST(Worker, RandomCopiesOnAsynchronousDevicesKeepTheirOrder) {
 // Two workers of one process standing in for two ranks: what one's Send reads, the other's
 // Recv (or RecvHost) gets.
 struct Link : DataLink {
-  std::function<void(int, plan::TransferId, std::vector<unsigned char>)> to;
-  std::function<void(int, plan::TransferId, const std::string&)> failed;
+  Rig** ranks;
+  int me;
+  std::atomic<int>* transfers = nullptr;
+  Link(Rig** r, int m, std::atomic<int>* count = nullptr) : ranks(r), me(m), transfers(count) {}
   void send(int rank, plan::TransferId transfer, std::vector<unsigned char> data) override {
-    to(rank, transfer, std::move(data));
+    if (transfers) ++*transfers;
+    ranks[rank]->worker->deliver(transfer, std::move(data));
   }
-  void fail(int rank, plan::TransferId transfer, const std::string& why) override {
-    if (failed) failed(rank, transfer, why);
+  void fail(int rank, plan::TransferId transfer, const std::exception_ptr& error) override {
+    ranks[rank]->worker->deliver_failure(transfer, error);
   }
+  int rank() const override { return me; }
 };
 
 // A chunk goes from rank 0 to rank 1 (its Recv submitted before and after the data come),
@@ -420,13 +424,10 @@ struct Link : DataLink {
 TEST(Worker, SendsAndReceivesMoveChunksBetweenWorkers) {
   auto g = test::rng(34);
   Rig a(1, 1 << 20, 1 << 20, "cpu"), b(1, 1 << 20, 1 << 20, "cpu");
-  Link link;
   Rig* ranks[] = {&a, &b};
-  link.to = [&](int rank, plan::TransferId t, std::vector<unsigned char> d) {
-    ranks[rank]->worker->deliver(t, std::move(d));
-  };
-  a.worker->connect(&link);
-  b.worker->connect(&link);
+  Link link_a(ranks, 0), link_b(ranks, 1);
+  a.worker->connect(&link_a);
+  b.worker->connect(&link_b);
   const int n = 500;
   Rect box(1, {0, 0, 0}, {n, 1, 1}), part(1, {100, 0, 0}, {300, 1, 1});
   auto values = test::random_vector<int>(n, g);
@@ -477,15 +478,11 @@ TEST(Worker, SendsAndReceivesMoveChunksBetweenWorkers) {
 // too, whose temporaries are assembled and scattered through transfers.
 void split_stencil_run(int64_t superblock, int expected_transfers) {
   Rig a(2, 1 << 20, 1 << 20, "cpu"), b(2, 1 << 20, 1 << 20, "cpu");
-  Link link;
   Rig* ranks[] = {&a, &b};
   std::atomic<int> transfers{0};
-  link.to = [&](int rank, plan::TransferId t, std::vector<unsigned char> d) {
-    ++transfers;
-    ranks[rank]->worker->deliver(t, std::move(d));
-  };
-  a.worker->connect(&link);
-  b.worker->connect(&link);
+  Link link_a(ranks, 0, &transfers), link_b(ranks, 1, &transfers);
+  a.worker->connect(&link_a);
+  b.worker->connect(&link_b);
   StencilProblem problem(4, 1000, superblock, 3, 35);
   plan::PlanSplitter splitter(plan::Placement::by_rank({2, 2}));
   for (const plan::Plan& p : problem.plans) {

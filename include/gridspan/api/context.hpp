@@ -14,6 +14,7 @@
 #include "gridspan/api/kernel.hpp"
 #include "gridspan/core/config.hpp"
 #include "gridspan/runtime/memory.hpp"
+#include "gridspan/runtime/process.hpp"
 
 namespace gridspan {
 
@@ -21,7 +22,10 @@ using runtime::SpaceStats;
 
 class Context {
  public:
-  /// Starts the embedded default: GRIDSPAN_CPU_DEVICES virtual cpu devices.
+  /// Starts the embedded default: GRIDSPAN_CPU_DEVICES virtual cpu devices. Under mpirun,
+  /// rank 0's Context spans every rank; on the other ranks this serves rank 0 and then ends
+  /// the process with rank 0's exit code (they never run the code after it: gs::run says so
+  /// more plainly).
   explicit Context(const Config& config = Config::from_env());
   ~Context();
   Context(const Context&) = delete;
@@ -71,6 +75,8 @@ class Context {
   /// Per memory space (each device, host, disk): used, total and spilled bytes.
   std::vector<SpaceStats> memory_stats() const;
   const Config& config() const;
+  /// Every rank of the run with its host, devices and memory (one outside mpirun).
+  std::vector<runtime::RankInfo> ranks() const;
   /// Keep the most recent plan for Kernel::last_plan_dot().
   void keep_plans(bool on);
   runtime::Driver& driver() { return *driver_; }
@@ -80,7 +86,16 @@ class Context {
 };
 
 /// Runs `app` on a new Context; returns the exit code: 0, or 1 after printing a gs::Error.
+/// Under mpirun, rank 0 runs `app` over every rank's devices while the other ranks serve it,
+/// and every rank returns rank 0's exit code; a rank that fails or stops answering ends
+/// every rank.
 int run(int argc, char** argv, std::function<void(Context&)> app);
 int run(Config config, std::function<void(Context&)> app);
+
+/// Makes a native function known to every process of a run. Under mpirun only rank 0 runs
+/// the user's code, so the other ranks find native functions by name: register each one
+/// before gs::run (or at static initialisation) in every process. Returns true, for
+/// `static const bool registered = gs::register_native(def);`.
+bool register_native(const NativeDef& def);
 
 }  // namespace gridspan

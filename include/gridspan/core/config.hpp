@@ -41,6 +41,16 @@ struct Config {
   bool stream_order = true;
   /// Host compiler for the cpu backend (GRIDSPAN_CXX); empty = c++ from PATH.
   std::string cxx;
+  /// Under mpirun: seconds without a word from a rank after which the run fails with an
+  /// error naming it and every rank exits (GRIDSPAN_NET_TIMEOUT).
+  double net_timeout = 60;
+  /// Under mpirun: one run over every rank, rank 0 driving (GRIDSPAN_MPI, default on); off
+  /// makes every rank a run of its own.
+  bool mpi = true;
+  /// Ranks of one node share it: this rank uses share `node_rank` of `node_ranks` equal
+  /// shares of its GPUs, and of the default memory and threads of the cpu backend and the
+  /// host (set by gridspan under mpirun, not by the environment).
+  int node_rank = 0, node_ranks = 1;
   LogLevel log_level = LogLevel::warn;  // GRIDSPAN_LOG=error|warn|info|debug
   std::string trace_file;               // GRIDSPAN_TRACE
 

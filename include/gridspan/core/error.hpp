@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -74,9 +75,26 @@ class OutOfMemoryError : public Error {
   std::size_t limit() const { return limit_; }
 
  private:
+  friend std::exception_ptr make_error(uint8_t, const std::string&);
+  explicit OutOfMemoryError(const std::string& message)
+      : Error(message), requested_(0), in_use_(0), limit_(0) {}
   std::string space_;
   std::size_t requested_, in_use_, limit_;
 };
+
+/// Errors that cross processes: the kind of an exception (its gs::Error class) and its
+/// message, and an exception of that kind made again from them on the other side, so a
+/// `catch (const gs::AccessError&)` on the driver catches an access error of any rank. Not
+/// a gs::Error (a std::exception from user code): kind 0, thrown again as a gs::Error.
+/// An OutOfMemoryError made again keeps its message; its figures read 0.
+struct ErrorInfo {
+  uint8_t kind = 0;
+  std::string message;
+};
+ErrorInfo describe_error(const std::exception_ptr& error);
+std::exception_ptr make_error(uint8_t kind, const std::string& message);
+/// The same error with `context` before its message ("rank 1, task 7 (Copy): ...").
+std::exception_ptr error_in(const std::exception_ptr& error, const std::string& context);
 
 /// Formats a byte count for messages: "1.50 MiB (1572864 bytes)".
 std::string format_bytes(std::size_t bytes);

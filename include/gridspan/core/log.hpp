@@ -10,6 +10,9 @@
 namespace gridspan::log {
 
 void set_level(LogLevel level);
+/// Names the process in every line ("rank 1": "gridspan[rank 1] warn: ..."); under mpirun
+/// gridspan sets it to the rank.
+void set_prefix(const std::string& prefix);
 LogLevel level();
 void write(LogLevel level, const std::string& message);
 

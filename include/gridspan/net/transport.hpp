@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace gridspan::net {
@@ -31,7 +32,23 @@ class Transport {
   /// The next message that has arrived, waiting up to `timeout` for one; nullopt when none
   /// came. Throws NetError once the transport has failed.
   virtual std::optional<Message> receive(std::chrono::milliseconds timeout) = 0;
+  /// This rank's place among the ranks of its node (GPUs of a node are shared out by it).
+  virtual int node_rank() const { return 0; }
+  virtual int node_size() const { return 1; }
+  /// Ends every rank of the run at once with `code` (a rank that died or hangs cannot take
+  /// part in an orderly end). The default ends this process only.
+  [[noreturn]] virtual void abort(int code);
 };
+
+/// The tag of the heartbeats a watched transport sends and swallows.
+constexpr uint32_t heartbeat_tag = 9;
+
+/// `inner`, watching `peers`: it sends each of them a heartbeat every `timeout / 6` (at
+/// most every second), and once one of them has not been heard from (any message counts)
+/// for `timeout`, receive() throws NetError naming that rank, from then on. Every other
+/// message passes through unchanged. One thread receives at a time.
+std::unique_ptr<Transport> watch(std::unique_ptr<Transport> inner, std::vector<int> peers,
+                                 std::chrono::milliseconds timeout);
 
 /// `ranks` transports joined in this process (transport r is rank r): for tests, and for
 /// running several ranks' workers in one process. Messages are moved, never copied.

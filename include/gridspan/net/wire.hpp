@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -60,6 +61,19 @@ class Reader {
   std::size_t left_;
   std::string what_;
 };
+
+/// Reads a whole message with `read(reader)`: NetError unless it reads every byte.
+template <class Read>
+auto read_all(const std::vector<unsigned char>& body, std::string what, Read read) {
+  Reader r(body.data(), body.size(), std::move(what));
+  auto value = read(r);
+  r.finish();
+  return value;
+}
+
+/// An error as it crosses processes: its kind and message (core/error.hpp).
+void write_error(Writer& w, const std::exception_ptr& error);
+std::exception_ptr read_error(Reader& r);
 
 /// How Execute tasks name their kernel on the wire: the driver numbers its executables and
 /// every worker keeps the same numbering (kernels are compiled on every worker).

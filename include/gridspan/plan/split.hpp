@@ -7,6 +7,7 @@
 // names a task on the same rank; anything else is an internal error.
 #pragma once
 
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -33,8 +34,10 @@ class PlanSplitter {
   /// The tasks of one plan per rank (`out[r]`, in the plan's order). Dependencies may name
   /// tasks of earlier plans: the splitter remembers the ranks of tasks until forget().
   std::vector<std::vector<Task>> split(std::vector<Task> tasks);
-  /// Tasks with ids up to `last` are finished: their ranks are no longer needed.
-  void forget(TaskId last);
+  /// Tasks with ids up to `last` are finished: their ranks are no longer needed, except
+  /// for those `keep` names (later tasks still depend on them: failed ones, whose error
+  /// their rank's worker passes on to whatever depends on them).
+  void forget(TaskId last, const std::function<bool(TaskId)>& keep = {});
   /// The ranks of a Barrier's parts, once split (empty when unknown).
   const std::vector<int>& barrier_ranks(TaskId barrier) const;
 

@@ -12,7 +12,9 @@
 #include "gridspan/core/config.hpp"
 #include "gridspan/distribution/distribution.hpp"
 #include "gridspan/plan/planner.hpp"
+#include "gridspan/runtime/cluster.hpp"
 #include "gridspan/runtime/memory.hpp"
+#include "gridspan/runtime/process.hpp"
 #include "gridspan/runtime/worker.hpp"
 
 namespace gridspan::runtime {
@@ -59,8 +61,15 @@ class Driver {
   /// Plans and submits one launch; returns the task to wait for.
   plan::TaskId launch(const plan::LaunchSpec& spec);
 
-  /// Keeps an executable alive as long as the driver (tasks point to it without owning it).
-  void retain(std::shared_ptr<const plan::Executable> executable);
+  /// Keeps a compiled kernel alive as long as the driver (tasks point to it without owning
+  /// it) and, in a run of several processes, compiles `src` on every rank.
+  void add_kernel(std::shared_ptr<const plan::Executable> executable,
+                  const backend::KernelSource& src);
+  /// The same for a native function; in a run of several processes every rank must have it
+  /// registered under `name`.
+  void add_native(std::shared_ptr<const plan::Executable> executable, const std::string& name);
+  /// The ranks of this run and their devices (one, this process, outside mpirun).
+  std::vector<RankInfo> ranks() const;
 
   void wait(plan::TaskId task);
   bool is_done(plan::TaskId task) const;
@@ -75,11 +84,14 @@ class Driver {
   plan::TaskId submit(plan::Plan plan);
   void write_trace() noexcept;
 
+  RankInfo self() const;
+
   Config config_;
   std::unique_ptr<backend::Backend> backend_;
-  int devices_ = 0;
+  int devices_ = 0;  // of every rank
   std::unique_ptr<MemoryManager> memory_;
   std::unique_ptr<Worker> worker_;
+  std::unique_ptr<Cluster> cluster_;  // in a run of several processes
   mutable std::mutex mutex_;
   std::unique_ptr<plan::Planner> planner_;
   uint64_t next_array_ = 0;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gridspan/backend/device.hpp"
+#include "gridspan/core/config.hpp"
 
 namespace gridspan::runtime {
 
@@ -35,6 +36,8 @@ struct MemoryLimits {
   std::size_t host_bytes = 0;    // host space for spilled chunks; 0 = unbounded
   std::string spill_dir;         // created if missing; must be writable
 };
+/// The limits a configuration sets (host: half of physical memory unless it says).
+MemoryLimits memory_limits(const Config& config);
 
 /// Where a chunk's valid copies are now, and how many staged tasks pin it.
 struct ChunkState {

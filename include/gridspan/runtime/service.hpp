@@ -9,30 +9,38 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
 
 #include "gridspan/backend/device.hpp"
+#include "gridspan/core/error.hpp"
 #include "gridspan/net/transport.hpp"
 #include "gridspan/net/wire.hpp"
 #include "gridspan/runtime/worker.hpp"
 
 namespace gridspan::runtime {
 
-/// The protocol's message tags.
+/// The protocol's message tags (net::heartbeat_tag is the transport's own).
 namespace tag {
-constexpr uint32_t tasks = 10;        // driver → worker: encoded tasks
-constexpr uint32_t data = 11;         // worker → worker: a transfer's bytes, then its number
-constexpr uint32_t done = 12;         // worker → driver: a barrier part finished (or failed)
-constexpr uint32_t shutdown = 13;     // driver → worker: stop serving
-constexpr uint32_t data_failed = 14;  // worker → worker: a transfer's number, why it won't come
-constexpr uint32_t compile = 15;      // driver → worker: an executable's number and its kernel
-constexpr uint32_t error = 16;        // worker → driver: the rank cannot go on, and why
+constexpr uint32_t tasks = 10;          // driver → worker: encoded tasks
+constexpr uint32_t data = 11;           // worker → worker: a transfer's bytes, then its number
+constexpr uint32_t done = 12;           // worker → driver: a barrier part finished (or failed)
+constexpr uint32_t shutdown = 13;       // driver → worker: the session ends, stop serving it
+constexpr uint32_t data_failed = 14;    // worker → worker: a transfer's number, why it won't come
+constexpr uint32_t compile = 15;        // driver → worker: an executable's number and its kernel
+constexpr uint32_t error = 16;          // worker → driver: the rank cannot go on, and why
+constexpr uint32_t open = 17;           // driver → worker: a session begins, with its config
+constexpr uint32_t hello = 18;          // worker → driver: the session's devices on that rank
+constexpr uint32_t stats_request = 19;  // driver → worker: send your memory figures
+constexpr uint32_t stats = 20;          // worker → driver: them
+constexpr uint32_t exit = 21;           // driver → worker: the process ends, with this code
+constexpr uint32_t closed = 22;         // worker → driver: its part of the session has ended
 }  // namespace tag
 
 /// What the driver hears from a rank that cannot go on (a kernel that does not compile
-/// there, a malformed message): the run must stop.
+/// there, a malformed message, a rank that stopped answering): the run must stop.
 struct RankError {
   int rank;
   std::string message;
@@ -42,9 +50,15 @@ struct RankError {
 struct BarrierReport {
   int rank;
   plan::TaskId barrier;
-  bool failed;
-  std::string message;  // the error's message when failed
+  std::exception_ptr error;  // set when it failed: the error of the kind thrown there
+  bool failed() const { return error != nullptr; }
+  std::string message() const { return error ? describe_error(error).message : std::string(); }
 };
+
+/// Native functions on ranks that do not run the user's code: the executable registered
+/// under a name in this process (gs::register_native), or null.
+using NativeResolver = std::function<std::shared_ptr<const plan::Executable>(const std::string&)>;
+void set_native_resolver(NativeResolver resolver);
 
 class WorkerService final : public DataLink {
  public:
@@ -57,15 +71,23 @@ class WorkerService final : public DataLink {
   /// cannot go on.
   void compile_with(backend::Backend* backend) { backend_ = backend; }
   void on_error(std::function<void(const RankError&)> f) { on_error_ = std::move(f); }
+  /// Messages of tags the service does not serve itself (a session's hello and stats) go
+  /// to `f` on the dispatcher thread; it returns false for a tag it does not know either.
+  /// Set before any such message can come.
+  void on_message(std::function<bool(net::Message&)> f) { on_message_ = std::move(f); }
   ~WorkerService() override;  // stops dispatching
   WorkerService(const WorkerService&) = delete;
   WorkerService& operator=(const WorkerService&) = delete;
 
   void send(int to, plan::TransferId transfer, std::vector<unsigned char> data) override;
-  void fail(int to, plan::TransferId transfer, const std::string& why) override;
+  void fail(int to, plan::TransferId transfer, const std::exception_ptr& error) override;
+  int rank() const override { return transport_.rank(); }
   /// Blocks until the driver's shutdown message has come; rethrows what stopped the
   /// dispatcher (a malformed message, a failed transport).
   void serve_until_shutdown();
+  /// Set when the session ended with the driver's `exit` instead of `shutdown` (the driver's
+  /// process ended with the session still open): the code to exit with.
+  std::optional<int> exit_code() const;
   /// Driver side: sends a batch of tasks to `rank`'s service.
   static void send_tasks(net::Transport& t, int rank, const std::vector<plan::Task>& tasks,
                          const net::IdOfExecutable& id_of);
@@ -73,6 +95,10 @@ class WorkerService final : public DataLink {
   /// Driver side: `rank` compiles `kernel` and calls it executable `id` in task batches.
   static void send_compile(net::Transport& t, int rank, net::ExecutableId id,
                            const backend::KernelSource& kernel);
+  /// Driver side: `rank` calls the native function registered there under `name`
+  /// executable `id`.
+  static void send_native(net::Transport& t, int rank, net::ExecutableId id,
+                          const std::string& name);
 
  private:
   void dispatch_loop();
@@ -85,12 +111,14 @@ class WorkerService final : public DataLink {
   net::ExecutableOfId executables_;
   std::function<void(const BarrierReport&)> on_report_;
   std::function<void(const RankError&)> on_error_;
+  std::function<bool(net::Message&)> on_message_;
   int driver_;
   backend::Backend* backend_ = nullptr;
   std::unordered_map<net::ExecutableId, std::shared_ptr<const plan::Executable>> compiled_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable stopped_;
   bool shutdown_ = false;
+  std::optional<int> exit_code_;
   std::exception_ptr failure_;
   std::atomic<bool> stop_{false};
   std::thread dispatcher_;

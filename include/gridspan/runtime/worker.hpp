@@ -18,8 +18,6 @@
 #include <unordered_set>
 #include <vector>
 
-#include <functional>
-
 #include "gridspan/backend/device.hpp"
 #include "gridspan/core/mutex.hpp"
 #include "gridspan/plan/task.hpp"
@@ -43,9 +41,11 @@ class DataLink {
   /// Queues the data of `transfer` for rank `to`; must not block on the network.
   virtual void send(int to, plan::TransferId transfer, std::vector<unsigned char> data) = 0;
   /// Tells rank `to` that `transfer` will never come (its Send failed, or a task before it
-  /// did), so that its Recv fails with `why` instead of waiting. Called with the worker's
+  /// did), so that its Recv fails with `error` instead of waiting. Called with the worker's
   /// lock held: must not block.
-  virtual void fail(int to, plan::TransferId transfer, const std::string& why) = 0;
+  virtual void fail(int to, plan::TransferId transfer, const std::exception_ptr& error) = 0;
+  /// This process's rank: a task that fails on a connected worker names it and the task.
+  virtual int rank() const = 0;
 };
 
 class Worker {
@@ -71,8 +71,11 @@ class Worker {
   /// The data of a transfer from another process: the Recv or RecvHost task of that
   /// transfer, submitted before or after, takes it.
   void deliver(plan::TransferId transfer, std::vector<unsigned char> data);
-  /// A transfer that will never come: its Recv fails with `why`.
-  void deliver_failure(plan::TransferId transfer, const std::string& why);
+  /// A transfer that will never come: its Recv fails with `error`.
+  void deliver_failure(plan::TransferId transfer, std::exception_ptr error);
+  /// Every Recv waiting for its data fails with `error` (the rank they would come from is
+  /// gone, or the session ends), so that nothing waits for them forever.
+  void fail_transfers(const std::exception_ptr& error);
   /// Finished (successfully or not).
   bool is_done(plan::TaskId id) const;
   /// Blocks until the task is finished; throws the error that made it (or a task it

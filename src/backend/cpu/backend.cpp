@@ -27,12 +27,14 @@ class CpuBackend final : public Backend {
       const auto pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
       const std::size_t physical =
           pages > 0 && page > 0 ? std::size_t(pages) * std::size_t(page) : std::size_t(4) << 30;
-      capacity = physical / 4 / static_cast<std::size_t>(config.cpu_devices);
+      // Ranks of one node share it: each gets its share.
+      const std::size_t ranks = static_cast<std::size_t>(std::max(1, config.node_ranks));
+      capacity = physical / 4 / static_cast<std::size_t>(config.cpu_devices) / ranks;
     }
     int threads = config.cpu_threads;
     if (threads <= 0) {
       const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-      threads = std::max(1, cores / config.cpu_devices);
+      threads = std::max(1, cores / std::max(1, config.node_ranks) / config.cpu_devices);
     }
     for (int d = 0; d < config.cpu_devices; ++d) {
       devices_.push_back(std::make_unique<cpu::CpuDevice>(d, capacity, threads));

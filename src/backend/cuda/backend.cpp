@@ -102,10 +102,10 @@ class CudaKernel final : public CompiledKernel {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(const DriverApi& api, const Config& config, int count)
+  CudaBackend(const DriverApi& api, const Config& config, int first, int count)
       : api_(api), cache_dir_(config.cache_dir) {
     for (int d = 0; d < count; ++d)
-      devices_.push_back(std::make_unique<CudaDevice>(api, d, d, config.device_memory, 2));
+      devices_.push_back(std::make_unique<CudaDevice>(api, d, first + d, config.device_memory, 2));
     bool peer = true;
     for (auto& a : devices_)
       for (auto& b : devices_)
@@ -161,9 +161,23 @@ std::unique_ptr<Backend> make_cuda_backend(const Config& config, std::string& wh
   if (!nvrtc(why)) return nullptr;
   int count = 0;
   api->cuDeviceGetCount(&count);
+  // Ranks of one node take equal shares of its GPUs, in node-rank order.
+  int first = 0;
+  if (config.node_ranks > 1 && count > 0) {
+    const int share = count / config.node_ranks;
+    if (share == 0) {
+      why = fmt::format(
+          "{} ranks on this node share its {} GPU{}: start at most {} rank{} per node (or set "
+          "GRIDSPAN_BACKEND=cpu)",
+          config.node_ranks, count, count == 1 ? "" : "s", count, count == 1 ? "" : "s");
+      return nullptr;
+    }
+    first = config.node_rank * share;
+    count = share;
+  }
   if (config.gpus > 0) count = std::min(count, config.gpus);
   try {
-    return std::make_unique<CudaBackend>(*api, config, count);
+    return std::make_unique<CudaBackend>(*api, config, first, count);
   } catch (const Error& e) {
     why = e.what();
     return nullptr;

@@ -1,0 +1,102 @@
+// The driver's side of a session over several processes (issue 4): every plan is split
+// over the ranks (PlanSplitter), rank 0's part goes to the driver's own worker and the
+// others' parts to their ranks; a plan is complete when every part of its final barrier
+// has reported, and the driver waits for plans, not tasks. Kernels are compiled on every
+// rank as they are compiled here. A rank that cannot go on or stops answering fails the run:
+// every wait throws from then on, and the process ends every rank (Process::finish).
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "gridspan/backend/device.hpp"
+#include "gridspan/plan/split.hpp"
+#include "gridspan/runtime/memory.hpp"
+#include "gridspan/runtime/process.hpp"
+#include "gridspan/runtime/service.hpp"
+#include "gridspan/runtime/worker.hpp"
+
+namespace gridspan::runtime {
+
+class Cluster {
+ public:
+  /// Opens a session on every other rank with `config` and waits for each rank's hello;
+  /// `local` is rank 0's own worker (described by `self`).
+  Cluster(Process& process, const Config& config, Worker& local, RankInfo self);
+  ~Cluster();  // waits for every plan, then closes the session on every rank
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
+
+  const plan::Placement& placement() const { return splitter_.placement(); }
+  /// Every rank's devices and memory, rank by rank.
+  const std::vector<RankInfo>& ranks() const { return ranks_; }
+
+  /// Makes `e` known on every rank: a kernel compiled there from `src`, or the native
+  /// function registered there under `name`.
+  void add_kernel(const plan::Executable* e, const backend::KernelSource& src);
+  void add_native(const plan::Executable* e, const std::string& name);
+
+  /// Splits a plan whose last task is the barrier `done` over the ranks and hands out the
+  /// parts. Called under the driver's lock (one plan at a time).
+  void submit(std::vector<plan::Task> tasks, plan::TaskId done);
+  /// Blocks until the plan ending in `done` is complete; throws its error.
+  void wait(plan::TaskId done);
+  /// True once the plan holding `task` is complete on every rank.
+  bool is_done(plan::TaskId task) const;
+  /// Blocks until every plan is complete; throws the first error not yet reported.
+  void wait_all();
+  /// A rank was lost or could not go on: every wait throws.
+  bool failed() const;
+  /// Every rank's figures: each device in the run's order, then host and disk summed.
+  std::vector<SpaceStats> memory_stats(const std::vector<SpaceStats>& local);
+
+ private:
+  struct PlanState {
+    plan::TaskId first = 0;
+    int parts_left = 0;
+    std::vector<std::exception_ptr> errors;  // the parts' that failed
+    std::exception_ptr error;                // the plan's, once complete
+    bool complete = false;
+  };
+  void on_report(const BarrierReport& r);
+  void on_error(const RankError& e);
+  bool on_message(net::Message& m);
+  void fail(std::exception_ptr error);
+  // Waits (holding `lock`) until `ready` or the run failed; true when ready.
+  template <class Ready>
+  bool wait_for(std::unique_lock<std::mutex>& lock, Ready ready);
+
+  Process& process_;
+  net::Transport& transport_;
+  Worker& local_;
+  plan::PlanSplitter splitter_;  // used under the driver's lock only
+  plan::TaskId forgotten_through_ = 0;
+  std::unordered_map<const plan::Executable*, net::ExecutableId> ids_;
+  std::vector<RankInfo> ranks_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<plan::TaskId, PlanState> plans_;  // by barrier; dropped once all before are complete
+  plan::TaskId complete_through_ = 0;        // every plan up to this barrier is complete
+  struct FailedPlan {
+    plan::TaskId first;
+    std::exception_ptr error;
+  };
+  std::map<plan::TaskId, FailedPlan> failed_plans_;  // by barrier
+  std::exception_ptr unreported_;
+  std::set<std::string> reported_;  // messages already thrown: a failure is reported once
+  std::exception_ptr failure_;      // the run's: a rank lost or unable to go on
+  bool failure_reported_ = false;   // wait_all() threw it once
+  std::map<int, RankInfo> hellos_;
+  int closed_ = 0;
+  std::map<int, std::vector<SpaceStats>> stats_;
+  std::unique_ptr<WorkerService> service_;
+};
+
+}  // namespace gridspan::runtime

@@ -1,0 +1,290 @@
+// The driver's side of a session over several processes (see cluster.hpp).
+#include "gridspan/runtime/cluster.hpp"
+
+#include <fmt/format.h>
+
+#include "gridspan/core/error.hpp"
+#include "gridspan/core/log.hpp"
+
+namespace gridspan::runtime {
+
+namespace {
+
+// "rank 2: why", unless the message names its rank already.
+std::string on_rank(int rank, const std::string& message) {
+  if (rank == 0 || message.rfind(fmt::format("rank {}", rank), 0) == 0) return message;
+  return fmt::format("rank {}: {}", rank, message);
+}
+
+}  // namespace
+
+Cluster::Cluster(Process& process, const Config& config, Worker& local, RankInfo self)
+    : process_(process),
+      transport_(process.transport()),
+      local_(local),
+      splitter_(plan::Placement{}) {
+  if (process_.failed())
+    throw NetError(
+        "this run lost a rank earlier (see the first error): no session can start; every "
+        "rank ends when the program does");
+  service_ = std::make_unique<WorkerService>(
+      transport_, local_, nullptr, [this](const BarrierReport& r) { on_report(r); }, 0);
+  service_->on_error([this](const RankError& e) { on_error(e); });
+  service_->on_message([this](net::Message& m) { return on_message(m); });
+  net::Writer w;
+  write_config(w, config);
+  const int ranks = transport_.size();
+  for (int r = 1; r < ranks; ++r) transport_.send(r, tag::open, w.buffer());
+  std::unique_lock lock(mutex_);
+  const bool all = wait_for(lock, [&] { return int(hellos_.size()) == ranks - 1; });
+  if (!all) {
+    lock.unlock();
+    for (int r = 1; r < ranks; ++r) transport_.send(r, tag::shutdown, {});
+    service_.reset();
+    std::rethrow_exception(failure_);
+  }
+  ranks_.push_back(std::move(self));
+  std::vector<int> counts{static_cast<int>(ranks_[0].devices.size())};
+  for (auto& [rank, info] : hellos_) {
+    counts.push_back(static_cast<int>(info.devices.size()));
+    ranks_.push_back(std::move(info));
+  }
+  splitter_ = plan::PlanSplitter(plan::Placement::by_rank(counts));
+  std::string where;
+  for (const RankInfo& r : ranks_)
+    where += fmt::format("{}rank {} ({}): {} {} device{}", where.empty() ? "" : ", ", r.rank,
+                         r.host, r.devices.size(), r.backend, r.devices.size() == 1 ? "" : "s");
+  log::info("a session over {} ranks: {}", ranks, where);
+}
+
+Cluster::~Cluster() {
+  try {
+    wait_all();
+  } catch (const std::exception& e) {
+    log::warn("an error was not reported before the context ended: {}", e.what());
+  }
+  const int ranks = transport_.size();
+  try {
+    for (int r = 1; r < ranks; ++r) transport_.send(r, tag::shutdown, {});
+    std::unique_lock lock(mutex_);
+    wait_for(lock, [&] { return closed_ == ranks - 1; });
+  } catch (const std::exception& e) {
+    log::warn("the session did not close on every rank: {}", e.what());
+  }
+  // Nothing more comes for rank 0's worker from ranks that are gone.
+  local_.fail_transfers(
+      std::make_exception_ptr(NetError("the session ended before this transfer came")));
+  service_.reset();
+}
+
+template <class Ready>
+bool Cluster::wait_for(std::unique_lock<std::mutex>& lock, Ready ready) {
+  changed_.wait(lock, [&] { return ready() || failure_; });
+  return ready();
+}
+
+void Cluster::fail(std::exception_ptr error) {
+  {
+    std::lock_guard lock(mutex_);
+    if (failure_) return;
+    failure_ = error;
+  }
+  process_.mark_failed();
+  log::write(LogLevel::error, describe_error(error).message);
+  changed_.notify_all();
+  local_.fail_transfers(error);
+}
+
+void Cluster::on_error(const RankError& e) {
+  fail(std::make_exception_ptr(NetError(on_rank(e.rank, e.message))));
+}
+
+bool Cluster::on_message(net::Message& m) {
+  switch (m.tag) {
+    case tag::hello: {
+      RankInfo info = net::read_all(m.body, "hello", read_rank_info);
+      std::lock_guard lock(mutex_);
+      hellos_[m.source] = std::move(info);
+      break;
+    }
+    case tag::stats: {
+      auto stats = net::read_all(m.body, "memory figures", read_stats);
+      std::lock_guard lock(mutex_);
+      stats_[m.source] = std::move(stats);
+      break;
+    }
+    case tag::closed: {
+      std::lock_guard lock(mutex_);
+      ++closed_;
+      break;
+    }
+    default:
+      return false;
+  }
+  changed_.notify_all();
+  return true;
+}
+
+void Cluster::add_kernel(const plan::Executable* e, const backend::KernelSource& src) {
+  const net::ExecutableId id = ids_.size() + 1;
+  ids_[e] = id;
+  for (int r = 1; r < transport_.size(); ++r) WorkerService::send_compile(transport_, r, id, src);
+}
+
+void Cluster::add_native(const plan::Executable* e, const std::string& name) {
+  const net::ExecutableId id = ids_.size() + 1;
+  ids_[e] = id;
+  for (int r = 1; r < transport_.size(); ++r) WorkerService::send_native(transport_, r, id, name);
+}
+
+void Cluster::submit(std::vector<plan::Task> tasks, plan::TaskId done) {
+  if (tasks.empty() || tasks.back().id != done)
+    throw Error(fmt::format("internal error: a plan for several ranks must end in its barrier"));
+  PlanState state;
+  state.first = tasks.front().id;
+  {
+    std::lock_guard lock(mutex_);
+    if (failure_) std::rethrow_exception(failure_);
+    // Tasks of failed plans stay known: data they wrote carry their error into the plans
+    // that read them (each rank's worker remembers its failed tasks).
+    if (complete_through_ > forgotten_through_) {
+      forgotten_through_ = complete_through_;
+      splitter_.forget(complete_through_, [&](plan::TaskId t) {
+        auto it = failed_plans_.lower_bound(t);
+        return it != failed_plans_.end() && it->second.first <= t;
+      });
+    }
+  }
+  auto parts = splitter_.split(std::move(tasks));
+  state.parts_left = static_cast<int>(splitter_.barrier_ranks(done).size());
+  {
+    std::lock_guard lock(mutex_);
+    plans_[done] = state;
+  }
+  auto id_of = [this](const plan::Executable* e) {
+    auto it = ids_.find(e);
+    if (it == ids_.end())
+      throw Error(
+          fmt::format("internal error: kernel `{}` was not made known to every rank", e->name()));
+    return it->second;
+  };
+  for (int r = 1; r < transport_.size(); ++r)
+    if (!parts[r].empty()) WorkerService::send_tasks(transport_, r, parts[r], id_of);
+  if (!parts[0].empty()) local_.submit(std::move(parts[0]));
+}
+
+void Cluster::on_report(const BarrierReport& r) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = plans_.find(r.barrier);
+    if (it == plans_.end()) {
+      log::debug("a report of barrier {} from rank {}, which no plan waits for", r.barrier, r.rank);
+      return;
+    }
+    PlanState& s = it->second;
+    if (r.error) s.errors.push_back(r.error);
+    if (--s.parts_left > 0) return;
+    s.complete = true;
+    // The plan's error: a part's own failure rather than one passed on from a plan whose
+    // error was reported already (each rank's part fails with the first error it met).
+    for (const std::exception_ptr& e : s.errors)
+      if (!s.error || (reported_.count(describe_error(s.error).message) &&
+                       !reported_.count(describe_error(e).message)))
+        s.error = e;
+    if (s.error) {
+      failed_plans_[r.barrier] = FailedPlan{s.first, s.error};
+      if (!unreported_ && !reported_.count(describe_error(s.error).message)) unreported_ = s.error;
+    }
+    while (!plans_.empty() && plans_.begin()->second.complete) {
+      complete_through_ = plans_.begin()->first;
+      plans_.erase(plans_.begin());
+    }
+  }
+  changed_.notify_all();
+}
+
+bool Cluster::is_done(plan::TaskId task) const {
+  std::lock_guard lock(mutex_);
+  if (task <= complete_through_) return true;
+  auto it = plans_.lower_bound(task);
+  return it != plans_.end() && it->second.first <= task && it->second.complete;
+}
+
+void Cluster::wait(plan::TaskId done) {
+  std::unique_lock lock(mutex_);
+  auto complete = [&] {
+    if (done <= complete_through_) return true;
+    auto it = plans_.find(done);
+    return it == plans_.end() || it->second.complete;
+  };
+  if (!wait_for(lock, complete)) {
+    failure_reported_ = true;
+    std::rethrow_exception(failure_);
+  }
+  auto f = failed_plans_.find(done);
+  if (f == failed_plans_.end()) return;
+  std::exception_ptr error = f->second.error;
+  // Plans after a failed one fail with the same error (remade on each rank): it is
+  // reported once.
+  const std::string message = describe_error(error).message;
+  if (unreported_ && describe_error(unreported_).message == message) unreported_ = nullptr;
+  reported_.insert(message);
+  std::rethrow_exception(error);
+}
+
+bool Cluster::failed() const {
+  std::lock_guard lock(mutex_);
+  return failure_ != nullptr;
+}
+
+void Cluster::wait_all() {
+  std::unique_lock lock(mutex_);
+  if (!wait_for(lock, [&] { return plans_.empty(); })) {
+    if (failure_reported_) return;  // the run is over; it was said
+    failure_reported_ = true;
+    std::rethrow_exception(failure_);
+  }
+  if (std::exception_ptr e = unreported_) {
+    unreported_ = nullptr;
+    reported_.insert(describe_error(e).message);
+    std::rethrow_exception(e);
+  }
+}
+
+std::vector<SpaceStats> Cluster::memory_stats(const std::vector<SpaceStats>& local) {
+  const int ranks = transport_.size();
+  {
+    std::lock_guard lock(mutex_);
+    stats_.clear();
+    stats_[0] = local;
+  }
+  for (int r = 1; r < ranks; ++r) transport_.send(r, tag::stats_request, {});
+  std::unique_lock lock(mutex_);
+  if (!wait_for(lock, [&] { return int(stats_.size()) == ranks; }))
+    std::rethrow_exception(failure_);
+  std::vector<SpaceStats> out;
+  SpaceStats host, disk;
+  for (auto& [rank, spaces] : stats_) {
+    const std::size_t devices = ranks_[rank].devices.size();
+    if (spaces.size() != devices + 2)
+      throw NetError(fmt::format("rank {} sent figures of {} spaces for {} devices", rank,
+                                 spaces.size(), devices));
+    for (std::size_t d = 0; d < devices; ++d) out.push_back(spaces[d]);
+    for (auto [sum, s] :
+         {std::pair{&host, &spaces[devices]}, std::pair{&disk, &spaces[devices + 1]}}) {
+      sum->name = s->name;
+      sum->used_bytes += s->used_bytes;
+      sum->total_bytes += s->total_bytes;
+      sum->spilled_bytes += s->spilled_bytes;
+      sum->peak_bytes += s->peak_bytes;
+      sum->cached_bytes += s->cached_bytes;
+      sum->copied_out_bytes += s->copied_out_bytes;
+      sum->copied_in_bytes += s->copied_in_bytes;
+    }
+  }
+  out.push_back(host);
+  out.push_back(disk);
+  return out;
+}
+
+}  // namespace gridspan::runtime

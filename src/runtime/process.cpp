@@ -1,0 +1,277 @@
+// This process as one rank of a run under mpirun (see process.hpp).
+#include "gridspan/runtime/process.hpp"
+
+#include <cstdlib>
+#include <thread>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "gridspan/backend/device.hpp"
+#include "gridspan/core/error.hpp"
+#include "gridspan/core/log.hpp"
+#include "gridspan/runtime/service.hpp"
+#include "gridspan/runtime/worker.hpp"
+
+namespace gridspan::runtime {
+
+// --- what sessions exchange ---------------------------------------------------------------
+
+void write_config(net::Writer& w, const Config& c) {
+  w.str(c.backend);
+  w.i64(c.gpus);
+  w.i64(c.cpu_devices);
+  w.i64(c.cpu_threads);
+  w.u64(c.device_memory);
+  w.u64(c.host_memory);
+  w.str(c.spill_dir);
+  w.str(c.cache_dir);
+  w.u8(c.check);
+  w.u64(c.staging_bytes);
+  w.u8(c.stream_order);
+  w.str(c.cxx);
+  w.u8(static_cast<uint8_t>(c.log_level));
+  w.u64(static_cast<uint64_t>(c.net_timeout * 1000));
+}
+
+Config read_config(net::Reader& r) {
+  Config c;
+  c.backend = r.str("backend");
+  c.gpus = static_cast<int>(r.i64("gpus"));
+  c.cpu_devices = static_cast<int>(r.i64("cpu devices"));
+  c.cpu_threads = static_cast<int>(r.i64("cpu threads"));
+  c.device_memory = r.u64("device memory");
+  c.host_memory = r.u64("host memory");
+  c.spill_dir = r.str("spill folder");
+  c.cache_dir = r.str("cache folder");
+  c.check = r.u8("check flag") != 0;
+  c.staging_bytes = r.u64("staging bytes");
+  c.stream_order = r.u8("stream order flag") != 0;
+  c.cxx = r.str("host compiler");
+  const uint8_t level = r.u8("log level");
+  if (level > static_cast<uint8_t>(LogLevel::debug)) r.fail(fmt::format("log level {}", level));
+  c.log_level = static_cast<LogLevel>(level);
+  c.net_timeout = static_cast<double>(r.u64("net timeout")) / 1000;
+  c.trace_file.clear();  // the driver's rank traces its own worker only
+  return c;
+}
+
+void write_rank_info(net::Writer& w, const RankInfo& info) {
+  w.u32(static_cast<uint32_t>(info.rank));
+  w.str(info.host);
+  w.str(info.backend);
+  w.u32(static_cast<uint32_t>(info.devices.size()));
+  for (std::size_t d = 0; d < info.devices.size(); ++d) {
+    w.str(info.devices[d]);
+    w.u64(info.device_memory[d]);
+  }
+  w.u64(info.host_memory);
+}
+
+RankInfo read_rank_info(net::Reader& r) {
+  RankInfo info;
+  info.rank = static_cast<int>(r.u32("rank"));
+  info.host = r.str("host name");
+  info.backend = r.str("backend");
+  const std::size_t n = r.count("devices", 4 + 8);
+  for (std::size_t d = 0; d < n; ++d) {
+    info.devices.push_back(r.str("device name"));
+    info.device_memory.push_back(r.u64("device memory"));
+  }
+  info.host_memory = r.u64("host memory");
+  return info;
+}
+
+void write_stats(net::Writer& w, const std::vector<SpaceStats>& stats) {
+  w.u32(static_cast<uint32_t>(stats.size()));
+  for (const SpaceStats& s : stats) {
+    w.str(s.name);
+    for (std::size_t v : {s.used_bytes, s.total_bytes, s.spilled_bytes, s.peak_bytes,
+                          s.cached_bytes, s.copied_out_bytes, s.copied_in_bytes})
+      w.u64(v);
+  }
+}
+
+std::vector<SpaceStats> read_stats(net::Reader& r) {
+  std::vector<SpaceStats> out(r.count("spaces", 4 + 7 * 8));
+  for (SpaceStats& s : out) {
+    s.name = r.str("space name");
+    for (std::size_t* v : {&s.used_bytes, &s.total_bytes, &s.spilled_bytes, &s.peak_bytes,
+                           &s.cached_bytes, &s.copied_out_bytes, &s.copied_in_bytes})
+      *v = r.u64("space figure");
+  }
+  return out;
+}
+
+// --- the process --------------------------------------------------------------------------
+
+bool Process::distributed() {
+  static const bool on = [] {
+    if (!net::launched_by_mpi()) return false;
+    Config c;
+    try {
+      c = Config::from_env();
+    } catch (const Error&) {
+      return true;  // the Context reports the bad value
+    }
+    return c.mpi;
+  }();
+  return on;
+}
+
+namespace {
+std::mutex g_process_mutex;
+std::unique_ptr<Process> g_process;  // ends with the process: the driver's exit, MPI_Finalize
+}  // namespace
+
+Process& Process::get() {
+  std::lock_guard lock(g_process_mutex);
+  if (!g_process) g_process.reset(new Process());
+  return *g_process;
+}
+
+Process::Process() {
+  const Config c = Config::from_env();
+  auto mpi = net::make_mpi_transport();
+  std::vector<int> peers;  // the driver watches every rank, the others the driver
+  if (mpi->rank() == 0)
+    for (int r = 1; r < mpi->size(); ++r) peers.push_back(r);
+  else
+    peers.push_back(0);
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(c.net_timeout * 1000));
+  transport_ = net::watch(std::move(mpi), std::move(peers), timeout);
+  log::set_prefix(fmt::format("rank {}", transport_->rank()));
+}
+
+Process::~Process() {
+  if (transport_ && rank() == 0 && !finished_) {
+    try {
+      finish(0);
+    } catch (const std::exception& e) {
+      log::warn("the run could not end in order: {}", e.what());
+    }
+  }
+}
+
+int Process::finish(int code) {
+  {
+    std::lock_guard lock(mutex_);
+    if (finished_) return code;
+    finished_ = true;
+  }
+  if (failed_) {
+    log::write(LogLevel::error, fmt::format("ending every rank (exit code {})", code));
+    transport_->abort(code ? code : 1);
+  }
+  net::Writer w;
+  w.u32(static_cast<uint32_t>(code));
+  for (int r = 0; r < size(); ++r)
+    if (r != rank()) transport_->send(r, tag::exit, w.buffer());
+  transport_.reset();  // every queued message goes, then MPI_Finalize
+  return code;
+}
+
+int Process::serve() {
+  try {
+    while (true) {
+      auto m = transport_->receive(std::chrono::milliseconds(200));
+      if (!m) continue;
+      if (m->tag == tag::open) {
+        if (auto code = serve_session(*m)) {
+          finished_ = true;
+          transport_.reset();
+          return *code;
+        }
+        continue;
+      }
+      if (m->tag == tag::exit) {
+        const int code = static_cast<int>(net::read_all(
+            m->body, "exit message", [](net::Reader& r) { return r.u32("exit code"); }));
+        finished_ = true;
+        transport_.reset();
+        return code;
+      }
+      if (m->tag == tag::shutdown) {  // of a session that could not start or broke here
+        transport_->send(m->source, tag::closed, {});
+        continue;
+      }
+      log::debug("ignored a message (tag {}) from rank {} outside a session", m->tag, m->source);
+    }
+  } catch (const std::exception& e) {
+    log::write(LogLevel::error, fmt::format("this rank cannot go on: {}", e.what()));
+  }
+  transport_->abort(1);
+  std::_Exit(1);  // not reached
+}
+
+std::optional<int> Process::serve_session(const net::Message& open) {
+  Config config = net::read_all(open.body, "session", read_config);
+  config.node_rank = transport_->node_rank();
+  config.node_ranks = transport_->node_size();
+  log::set_level(config.log_level);
+  const int driver = open.source;
+  std::unique_ptr<backend::Backend> backend;
+  std::unique_ptr<MemoryManager> memory;
+  std::unique_ptr<Worker> worker;
+  std::unique_ptr<WorkerService> service;
+  RankInfo info;
+  try {
+    backend = backend::make_backend(config);
+    auto devices = backend->devices();
+    memory = std::make_unique<MemoryManager>(devices, memory_limits(config));
+    worker = std::make_unique<Worker>(devices, *memory, config.staging_bytes, config.stream_order);
+    service = std::make_unique<WorkerService>(*transport_, *worker, nullptr, nullptr, driver);
+    service->compile_with(backend.get());
+    service->on_message([&](net::Message& m) {
+      if (m.tag != tag::stats_request) return false;
+      net::Writer w;
+      write_stats(w, memory->stats());
+      transport_->send(driver, tag::stats, std::move(w.buffer()));
+      return true;
+    });
+    info.rank = rank();
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    info.host = host;
+    info.backend = backend->name();
+    for (backend::Device* d : devices) {
+      info.devices.push_back(d->name());
+      info.device_memory.push_back(memory->stats()[info.devices.size() - 1].total_bytes);
+    }
+    info.host_memory = memory->stats()[devices.size()].total_bytes;
+  } catch (const std::exception& e) {
+    net::Writer w;
+    w.str(fmt::format("rank {} could not start its part of the session: {}", rank(), e.what()));
+    transport_->send(driver, tag::error, std::move(w.buffer()));
+    return std::nullopt;  // the driver's shutdown follows
+  }
+  {
+    net::Writer w;
+    write_rank_info(w, info);
+    transport_->send(driver, tag::hello, std::move(w.buffer()));
+  }
+  bool broken = false;
+  try {
+    service->serve_until_shutdown();
+  } catch (const std::exception& e) {  // the driver has heard why
+    log::debug("the session broke here: {}", e.what());
+    broken = true;
+  }
+  worker->fail_transfers(std::make_exception_ptr(
+      NetError(fmt::format("rank {}: the session ended before this transfer came", rank()))));
+  try {
+    worker->wait_all();
+  } catch (const std::exception& e) {  // reported with its barrier
+    log::debug("a failure at the end of the session: {}", e.what());
+  }
+  std::optional<int> code = broken ? std::nullopt : service->exit_code();
+  service.reset();
+  worker.reset();
+  memory.reset();
+  backend.reset();
+  if (!broken && !code) transport_->send(driver, tag::closed, {});
+  return code;
+}
+
+}  // namespace gridspan::runtime
