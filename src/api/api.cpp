@@ -247,8 +247,8 @@ void pack_scalar(const std::string& kernel, const annotation::ParamInfo& p, int 
 namespace {
 
 // Under mpirun, a rank other than 0 serves rank 0's sessions and ends with its exit code.
-void serve_if_not_the_driver() {
-  if (!runtime::Process::distributed()) return;
+void serve_if_not_the_driver(const Config& config) {
+  if (!runtime::Process::distributed() || !config.mpi) return;
   runtime::Process& p = runtime::Process::get();
   if (p.rank() != 0 && p.size() > 1) std::exit(p.serve());
 }
@@ -267,7 +267,7 @@ Natives& natives() {
 }  // namespace
 
 Context::Context(const Config& config) {
-  serve_if_not_the_driver();
+  serve_if_not_the_driver(config);
   driver_ = std::make_shared<runtime::Driver>(config);
 }
 

@@ -17,7 +17,7 @@ namespace gridspan::runtime {
 Driver::Driver(const Config& config) : config_(config) {
   log::set_level(config_.log_level);
   Process* process = nullptr;
-  if (Process::distributed()) {
+  if (Process::distributed() && config_.mpi) {
     process = &Process::get();
     if (process->size() == 1) process = nullptr;  // mpirun -np 1: a run of one process
   }

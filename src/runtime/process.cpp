@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -142,6 +143,13 @@ Process::Process() {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(c.net_timeout * 1000));
   transport_ = net::watch(std::move(mpi), std::move(peers), timeout);
   log::set_prefix(fmt::format("rank {}", transport_->rank()));
+  cpu_set_t cores;
+  if (sched_getaffinity(0, sizeof cores, &cores) == 0 && CPU_COUNT(&cores) == 1 &&
+      std::thread::hardware_concurrency() > 1)
+    log::warn(
+        "this rank may run on one core only (mpirun binds each of up to 2 ranks to a core by "
+        "default), but gridspan runs threads for every device: start it with mpirun "
+        "--bind-to none (or --bind-to socket)");
 }
 
 Process::~Process() {

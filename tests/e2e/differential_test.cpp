@@ -2,12 +2,14 @@
 // of kernels, random shapes, data and work distributions, superblock sizes, device counts
 // and device/host memory limits that force spilling to host and disk) run by gridspan and
 // by a plain sequential reference, compared element for element after every read.
-// GRIDSPAN_FUZZ_PROGRAMS=N runs N programs (default 200); each prints its seed on failure.
+// GRIDSPAN_FUZZ_PROGRAMS=N runs N programs (default 200); each prints its seed on failure
+// (GRIDSPAN_FUZZ_FIRST=K starts at program K).
 #include <cstdlib>
 #include <map>
 #include <random>
 
 #include "e2e/support.hpp"
+#include "gridspan/plan/planner.hpp"
 
 namespace gridspan::test {
 namespace {
@@ -190,11 +192,24 @@ void run_program(uint64_t seed, Spilled& spilled) {
   auto h = Var{ctx.full<int>({16}, -3, p.dist({16})), Data(16, -3), {16}};
   auto sums = Var{ctx.full<int>({rows}, -5, p.dist({rows})), Data(rows, -5), {rows}};
 
+  int step = -1;
   auto check = [&](const Var& v, const char* what) {
-    ASSERT_EQ(v.array.to_vector(), v.ref) << what << " (program seed " << seed << ")";
+    const Data got = v.array.to_vector();
+    if (got == v.ref) return;
+    // Where they differ, to find the chunk or superblock at fault.
+    std::size_t first = 0, count = 0;
+    for (std::size_t i = 0; i < got.size() && i < v.ref.size(); ++i)
+      if (got[i] != v.ref[i] && count++ == 0) first = i;
+    std::string chunks;
+    for (const auto& c : v.array.handle().meta->chunks)
+      chunks += fmt::format(" {}@{}", c.region.str(), c.device);
+    FAIL() << what << " after step " << step << ": " << count << " of " << v.ref.size()
+           << " elements differ, the first at " << first << " (got " << got[first] << ", want "
+           << v.ref[first] << "); chunks" << chunks << " (program seed " << seed << ")";
   };
   int steps = p.pick(3, 10);
   for (int s = 0; s < steps; ++s) {
+    step = s;
     int op = p.pick(0, 12);
     int x = p.pick(0, 4), y = p.pick(0, 4), w = p.pick(0, 4), z = p.pick(0, 4);
     while (y == x) y = p.pick(0, 4);
@@ -313,11 +328,13 @@ void run_program(uint64_t seed, Spilled& spilled) {
 }
 
 TEST(Differential, RandomProgramsMatchTheSequentialReference) {
-  int programs = 200;
+  int programs = 200, first = 0;
   if (const char* s = std::getenv("GRIDSPAN_FUZZ_PROGRAMS")) programs = std::atoi(s);
+  // To repeat one failing program: its number here, the run's seed in GRIDSPAN_TEST_SEED.
+  if (const char* s = std::getenv("GRIDSPAN_FUZZ_FIRST")) first = std::atoi(s);
   uint64_t base = base_seed();
   Spilled spilled;
-  for (int i = 0; i < programs; ++i) {
+  for (int i = first; i < first + programs; ++i) {
     uint64_t seed = base * 1000003ull + i;
     SCOPED_TRACE(::testing::Message() << "program " << i << " seed " << seed);
     ASSERT_NO_FATAL_FAILURE(run_program(seed, spilled));

@@ -45,7 +45,7 @@ struct Config {
   /// error naming it and every rank exits (GRIDSPAN_NET_TIMEOUT).
   double net_timeout = 60;
   /// Under mpirun: one run over every rank, rank 0 driving (GRIDSPAN_MPI, default on); off
-  /// makes every rank a run of its own.
+  /// makes every rank a run of its own (a Context with it off is this process's alone).
   bool mpi = true;
   /// Ranks of one node share it: this rank uses share `node_rank` of `node_ranks` equal
   /// shares of its GPUs, and of the default memory and threads of the cpu backend and the
