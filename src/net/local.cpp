@@ -25,7 +25,7 @@ class LocalTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(boxes_->size()); }
 
-  void send(int to, uint32_t tag, std::vector<unsigned char> body) override {
+  void send(int to, uint32_t tag, Bytes body) override {
     if (to < 0 || to >= size())
       throw NetError(
           fmt::format("a message for rank {}, but the run has ranks 0 to {}", to, size() - 1));

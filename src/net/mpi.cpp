@@ -131,14 +131,13 @@ class MpiTransport final : public Transport {
     std::_Exit(code);
   }
 
-  void send(int to, uint32_t tag, std::vector<unsigned char> body) override {
+  void send(int to, uint32_t tag, Bytes body) override {
     if (to < 0 || to >= size_)
       throw NetError(
           fmt::format("a message for rank {}, but the run has ranks 0 to {}", to, size_ - 1));
     std::lock_guard lock(mutex_);
     if (failure_) std::rethrow_exception(failure_);
-    outbox_.push_back(
-        Outgoing{to, tag, std::make_shared<std::vector<unsigned char>>(std::move(body))});
+    outbox_.push_back(Outgoing{to, tag, std::make_shared<Bytes>(std::move(body))});
     wake_.notify_all();
   }
 
@@ -158,15 +157,15 @@ class MpiTransport final : public Transport {
   struct Outgoing {
     int to;
     uint32_t tag;
-    std::shared_ptr<std::vector<unsigned char>> body;
+    std::shared_ptr<Bytes> body;
   };
   struct InFlight {
     MPI_Request request;
-    std::shared_ptr<std::vector<unsigned char>> buffer;  // kept alive until the send is done
+    std::shared_ptr<Bytes> buffer;  // kept alive until the send is done
   };
   struct Partial {  // a message whose pieces are still arriving from one sender
     uint32_t tag = 0;
-    std::vector<unsigned char> body;
+    Bytes body;
     std::size_t filled = 0;
     uint32_t pieces_left = 0;
   };
@@ -181,7 +180,7 @@ class MpiTransport final : public Transport {
     const bool inline_body = n <= kInlineBytes;
     const uint32_t pieces = inline_body ? 0 : uint32_t((n + max_piece_ - 1) / max_piece_);
     auto header =
-        std::make_shared<std::vector<unsigned char>>(kHeaderBytes + (inline_body ? n : 0));
+        std::make_shared<Bytes>(std::vector<unsigned char>(kHeaderBytes + (inline_body ? n : 0)));
     put32(header->data(), kHeaderMagic);
     put32(header->data() + 4, o.tag);
     put64(header->data() + 8, n);
@@ -194,8 +193,7 @@ class MpiTransport final : public Transport {
     }
   }
 
-  void isend(const std::shared_ptr<std::vector<unsigned char>>& keep, const unsigned char* data,
-             std::size_t n, int to) {
+  void isend(const std::shared_ptr<Bytes>& keep, const unsigned char* data, std::size_t n, int to) {
     InFlight f{MPI_REQUEST_NULL, keep};
     check(MPI_Isend(data, int(n), MPI_BYTE, to, kMpiTag, MPI_COMM_WORLD, &f.request), "MPI_Isend");
     sending_.push_back(std::move(f));
@@ -251,7 +249,7 @@ class MpiTransport final : public Transport {
     }
     Partial p;
     p.tag = tag;
-    p.body.resize(size);
+    p.body = Bytes::uninitialized(size);  // pinned where a GPU backend provides it
     p.pieces_left = pieces;
     partial_.emplace(from, std::move(p));
     return true;

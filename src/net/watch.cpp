@@ -57,7 +57,7 @@ class WatchedTransport final : public Transport {
     std::_Exit(code);  // not reached
   }
 
-  void send(int to, uint32_t tag, std::vector<unsigned char> body) override {
+  void send(int to, uint32_t tag, Bytes body) override {
     inner_->send(to, tag, std::move(body));
   }
 

@@ -34,7 +34,8 @@ Cluster::Cluster(Process& process, const Config& config, Worker& local, RankInfo
   net::Writer w;
   write_config(w, config);
   const int ranks = transport_.size();
-  for (int r = 1; r < ranks; ++r) transport_.send(r, tag::open, w.buffer());
+  for (int r = 1; r < ranks; ++r)
+    transport_.send(r, tag::open, std::vector<unsigned char>(w.buffer()));
   std::unique_lock lock(mutex_);
   const bool all = wait_for(lock, [&] { return int(hellos_.size()) == ranks - 1; });
   if (!all) {

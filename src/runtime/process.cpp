@@ -175,7 +175,7 @@ int Process::finish(int code) {
   net::Writer w;
   w.u32(static_cast<uint32_t>(code));
   for (int r = 0; r < size(); ++r)
-    if (r != rank()) transport_->send(r, tag::exit, w.buffer());
+    if (r != rank()) transport_->send(r, tag::exit, std::vector<unsigned char>(w.buffer()));
   transport_.reset();  // every queued message goes, then MPI_Finalize
   return code;
 }

@@ -34,8 +34,10 @@ WorkerService::~WorkerService() {
 
 // The transfer's number goes after its bytes, so neither side copies them (a Send reserves
 // the room).
-void WorkerService::send(int to, plan::TransferId transfer, std::vector<unsigned char> data) {
-  for (int i = 0; i < 8; ++i) data.push_back(static_cast<unsigned char>(transfer >> (8 * i)));
+void WorkerService::send(int to, plan::TransferId transfer, Bytes data) {
+  unsigned char number[8];
+  for (int i = 0; i < 8; ++i) number[i] = static_cast<unsigned char>(transfer >> (8 * i));
+  data.append(number, 8);
   transport_.send(to, tag::data, std::move(data));
 }
 
@@ -205,7 +207,7 @@ void WorkerService::dispatch_loop() {
           const std::size_t n = m->body.size() - 8;
           net::Reader r(m->body.data() + n, 8, "transfer message");
           const plan::TransferId transfer = r.u64("transfer number");
-          m->body.resize(n);
+          m->body.shrink(8);
           worker_.deliver(transfer, std::move(m->body));
           break;
         }

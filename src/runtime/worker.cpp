@@ -252,7 +252,7 @@ void Worker::process(std::deque<Node*>& work, int here) {
             check_transfer_size(t, node->transfer.size(), h->region, h->elem_size);
             backend::copy_region(h->dst, h->dst_rect, node->transfer.data(), h->region, h->region,
                                  h->elem_size);
-            std::vector<unsigned char>().swap(node->transfer);
+            node->transfer = Bytes();  // back to the pool now
           }
         } catch (...) {
           if (!error) error = std::current_exception();
@@ -426,7 +426,7 @@ void Worker::deliver_failure(plan::TransferId transfer, std::exception_ptr error
   arrive(transfer, Arrival{{}, std::move(error)});
 }
 
-void Worker::deliver(plan::TransferId transfer, std::vector<unsigned char> data) {
+void Worker::deliver(plan::TransferId transfer, Bytes data) {
   arrive(transfer, Arrival{std::move(data), nullptr});
 }
 
@@ -538,8 +538,8 @@ void Worker::run_payload(Node* node) {
           dev.download(p.dst, p.dst_rect, data(p.src), p.src.rect, p.region, p.elem_size);
         } else if constexpr (std::is_same_v<P, plan::Send>) {
           const std::size_t n = static_cast<std::size_t>(p.region.volume()) * p.elem_size;
-          node->transfer.reserve(n + 16);  // room for what a DataLink appends (a number)
-          node->transfer.resize(n);
+          // Room for what a DataLink appends (a number); pinned where the backend has it.
+          node->transfer = Bytes::uninitialized(n, 16);
           dev.download(node->transfer.data(), p.region, data(p.src), p.src.rect, p.region,
                        p.elem_size);
         } else if constexpr (std::is_same_v<P, plan::Recv>) {

@@ -343,8 +343,9 @@ TEST(Differential, RandomProgramsMatchTheSequentialReference) {
   std::printf("%d programs: %d spilled to host memory, %d to disk\n", programs, spilled.to_host,
               spilled.to_disk);
   // The memory limits are there to make programs spill: most must. Under mpirun each rank
-  // holds a share of the data in host memory of its own, so fewer reach the disk.
-  EXPECT_GE(spilled.to_host, programs / 2);
+  // holds a share of the data in memory of its own, so fewer spill (how many also depends
+  // on timing there: what is queued when a device fills).
+  EXPECT_GE(spilled.to_host, programs / (2 * ranks()));
   EXPECT_GE(spilled.to_disk, programs / (4 * ranks()));
 }
 

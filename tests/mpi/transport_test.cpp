@@ -79,7 +79,7 @@ TEST(MpiTransport, ReceiveWithNothingComingTimesOut) {
 TEST(MpiTransport, AMessageForARankThatDoesNotExistIsAnError) {
   Transport& t = world();
   try {
-    t.send(t.size(), 1, {1, 2, 3});
+    t.send(t.size(), 1, std::vector<unsigned char>{1, 2, 3});
     ADD_FAILURE() << "no error";
   } catch (const NetError& e) {
     EXPECT_NE(std::string(e.what()).find("ranks 0 to"), std::string::npos) << e.what();

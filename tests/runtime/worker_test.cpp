@@ -408,7 +408,7 @@ struct Link : DataLink {
   int me;
   std::atomic<int>* transfers = nullptr;
   Link(Rig** r, int m, std::atomic<int>* count = nullptr) : ranks(r), me(m), transfers(count) {}
-  void send(int rank, plan::TransferId transfer, std::vector<unsigned char> data) override {
+  void send(int rank, plan::TransferId transfer, Bytes data) override {
     if (transfers) ++*transfers;
     ranks[rank]->worker->deliver(transfer, std::move(data));
   }

@@ -12,12 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "gridspan/core/bytes.hpp"
+
 namespace gridspan::net {
 
 struct Message {
   int source = -1;
   uint32_t tag = 0;  // what the message is (the protocol's own numbering)
-  std::vector<unsigned char> body;
+  Bytes body;
 };
 
 class Transport {
@@ -28,7 +30,7 @@ class Transport {
   /// Queues `body` for rank `to` and returns at once. Messages from one rank to another
   /// arrive in the order they were sent. Throws NetError for a rank that does not exist or
   /// once the transport has failed.
-  virtual void send(int to, uint32_t tag, std::vector<unsigned char> body) = 0;
+  virtual void send(int to, uint32_t tag, Bytes body) = 0;
   /// The next message that has arrived, waiting up to `timeout` for one; nullopt when none
   /// came. Throws NetError once the transport has failed.
   virtual std::optional<Message> receive(std::chrono::milliseconds timeout) = 0;

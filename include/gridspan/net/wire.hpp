@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "gridspan/core/bytes.hpp"
 #include "gridspan/core/geometry.hpp"
 #include "gridspan/plan/task.hpp"
 
@@ -64,7 +65,7 @@ class Reader {
 
 /// Reads a whole message with `read(reader)`: NetError unless it reads every byte.
 template <class Read>
-auto read_all(const std::vector<unsigned char>& body, std::string what, Read read) {
+auto read_all(const Bytes& body, std::string what, Read read) {
   Reader r(body.data(), body.size(), std::move(what));
   auto value = read(r);
   r.finish();

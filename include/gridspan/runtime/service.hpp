@@ -79,7 +79,7 @@ class WorkerService final : public DataLink {
   WorkerService(const WorkerService&) = delete;
   WorkerService& operator=(const WorkerService&) = delete;
 
-  void send(int to, plan::TransferId transfer, std::vector<unsigned char> data) override;
+  void send(int to, plan::TransferId transfer, Bytes data) override;
   void fail(int to, plan::TransferId transfer, const std::exception_ptr& error) override;
   int rank() const override { return transport_.rank(); }
   /// Blocks until the driver's shutdown message has come; rethrows what stopped the

@@ -20,6 +20,7 @@
 
 #include "gridspan/backend/device.hpp"
 #include "gridspan/core/mutex.hpp"
+#include "gridspan/core/bytes.hpp"
 #include "gridspan/plan/task.hpp"
 #include "gridspan/runtime/memory.hpp"
 
@@ -39,7 +40,7 @@ class DataLink {
  public:
   virtual ~DataLink() = default;
   /// Queues the data of `transfer` for rank `to`; must not block on the network.
-  virtual void send(int to, plan::TransferId transfer, std::vector<unsigned char> data) = 0;
+  virtual void send(int to, plan::TransferId transfer, Bytes data) = 0;
   /// Tells rank `to` that `transfer` will never come (its Send failed, or a task before it
   /// did), so that its Recv fails with `error` instead of waiting. Called with the worker's
   /// lock held: must not block.
@@ -70,7 +71,7 @@ class Worker {
   void on_barrier(std::function<void(plan::TaskId, std::exception_ptr)> f);
   /// The data of a transfer from another process: the Recv or RecvHost task of that
   /// transfer, submitted before or after, takes it.
-  void deliver(plan::TransferId transfer, std::vector<unsigned char> data);
+  void deliver(plan::TransferId transfer, Bytes data);
   /// A transfer that will never come: its Recv fails with `error`.
   void deliver_failure(plan::TransferId transfer, std::exception_ptr error);
   /// Every Recv waiting for its data fails with `error` (the rank they would come from is
@@ -115,7 +116,7 @@ class Worker {
     bool ran = false;              // done on the device while a dependency was not reported done
     std::exception_ptr run_error;  // what the device reported then
     backend::Device::Ticket ticket = 0;   // the device's name for it, once launched
-    std::vector<unsigned char> transfer;  // a Send's data once read, a Recv's once arrived
+    Bytes transfer;  // a Send's data once read, a Recv's once arrived
   };
   void after_run(Node* node, std::exception_ptr& error);  // sends what a Send read
   struct Arrival;
@@ -146,7 +147,7 @@ class Worker {
   std::deque<Node*> blocked_;  // ready, but could not be staged yet
   // Transfers that arrived before their Recv was submitted, and Recvs waiting for theirs.
   struct Arrival {
-    std::vector<unsigned char> data;
+    Bytes data;
     std::exception_ptr error;  // set: the data will never come, and why
   };
   std::unordered_map<plan::TransferId, Arrival> arrived_;

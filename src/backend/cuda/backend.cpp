@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda.hpp"
 #include "backend/cuda/device.hpp"
 #include "backend/jit.hpp"
+#include "gridspan/core/bytes.hpp"
 #include "gridspan/core/error.hpp"
 #include "gridspan/core/log.hpp"
 
@@ -98,6 +99,46 @@ class CudaKernel final : public CompiledKernel {
   std::vector<int> max_threads_;
 };
 
+// Transfer buffers between processes in pinned memory (Bytes' pool): allocated in GPU
+// 0's primary context, retained once for the rest of the process, so the buffers outlive
+// any one backend. The calling thread's current context is put back afterwards.
+const DriverApi* g_pinned_api = nullptr;
+CUcontext g_pinned_context = nullptr;
+
+struct InPinnedContext {
+  CUcontext saved = nullptr;
+  InPinnedContext() {
+    g_pinned_api->cuCtxGetCurrent(&saved);
+    g_pinned_api->cuCtxSetCurrent(g_pinned_context);
+  }
+  ~InPinnedContext() { g_pinned_api->cuCtxSetCurrent(saved); }
+};
+
+void* pinned_allocate(std::size_t n) {
+  InPinnedContext in;
+  void* p = nullptr;
+  if (g_pinned_api->cuMemHostAlloc(&p, n, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) return nullptr;
+  return p;
+}
+void pinned_release(void* p, std::size_t) {
+  InPinnedContext in;
+  g_pinned_api->cuMemFreeHost(p);
+}
+const HostMemory kPinned{pinned_allocate, pinned_release, "pinned (cuMemHostAlloc)"};
+
+void use_pinned_transfer_buffers(const DriverApi& api) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    CUdevice device;
+    if (api.cuDeviceGet(&device, 0) != CUDA_SUCCESS) return;
+    CUcontext context;
+    if (api.cuDevicePrimaryCtxRetain(&context, device) != CUDA_SUCCESS) return;
+    g_pinned_api = &api;
+    g_pinned_context = context;
+    use_host_memory(&kPinned);
+  });
+}
+
 }  // namespace
 
 class CudaBackend final : public Backend {
@@ -177,7 +218,9 @@ std::unique_ptr<Backend> make_cuda_backend(const Config& config, std::string& wh
   }
   if (config.gpus > 0) count = std::min(count, config.gpus);
   try {
-    return std::make_unique<CudaBackend>(*api, config, first, count);
+    auto backend = std::make_unique<CudaBackend>(*api, config, first, count);
+    use_pinned_transfer_buffers(*api);
+    return backend;
   } catch (const Error& e) {
     why = e.what();
     return nullptr;

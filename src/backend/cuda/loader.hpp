@@ -25,6 +25,7 @@ namespace gridspan::backend::cuda {
   X(cuDevicePrimaryCtxRetain)             \
   X(cuDevicePrimaryCtxRelease)            \
   X(cuCtxSetCurrent)                      \
+  X(cuCtxGetCurrent)                      \
   X(cuCtxEnablePeerAccess)                \
   X(cuMemGetInfo)                         \
   X(cuMemAlloc)                           \
