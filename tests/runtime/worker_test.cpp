@@ -476,23 +476,33 @@ TEST(Worker, SendsAndReceivesMoveChunksBetweenWorkers) {
 // second worker's chunks comes through the first's host receives, and three sweeps of a
 // stencil give what the host computes; with superblocks that straddle chunks (and ranks)
 // too, whose temporaries are assembled and scattered through transfers.
-void split_stencil_run(int64_t superblock, int expected_transfers) {
-  Rig a(2, 1 << 20, 1 << 20, "cpu"), b(2, 1 << 20, 1 << 20, "cpu");
-  Rig* ranks[] = {&a, &b};
+template <class R = Rig>
+void split_stencil_run(int64_t superblock, int expected_transfers, int jitter_us = 0) {
+  auto make = [&]() -> std::unique_ptr<R> {
+    if constexpr (std::is_same_v<R, AsyncRig>) {
+      auto r = std::make_unique<AsyncRig>(2, 1 << 20);
+      for (int d = 0; d < 2; ++d) r->async(d).jitter_us = jitter_us;
+      return r;
+    } else {
+      return std::make_unique<Rig>(2, 1 << 20, 1 << 20, "cpu");
+    }
+  };
+  auto a = make(), b = make();
+  Rig* ranks[] = {a.get(), b.get()};
   std::atomic<int> transfers{0};
   Link link_a(ranks, 0, &transfers), link_b(ranks, 1, &transfers);
-  a.worker->connect(&link_a);
-  b.worker->connect(&link_b);
+  a->worker->connect(&link_a);
+  b->worker->connect(&link_b);
   StencilProblem problem(4, 1000, superblock, 3, 35);
   plan::PlanSplitter splitter(plan::Placement::by_rank({2, 2}));
   for (const plan::Plan& p : problem.plans) {
     auto parts = splitter.split(p.tasks);
     for (int r = 0; r < 2; ++r) ranks[r]->worker->submit(std::move(parts[r]));
   }
-  a.worker->wait_all();
-  b.worker->wait_all();
+  a->worker->wait_all();
+  b->worker->wait_all();
   EXPECT_EQ(problem.out, problem.want);
-  EXPECT_EQ(a.worker->stats().tasks_failed + b.worker->stats().tasks_failed, 0u);
+  EXPECT_EQ(a->worker->stats().tasks_failed + b->worker->stats().tasks_failed, 0u);
   if (expected_transfers)
     EXPECT_EQ(transfers.load(), expected_transfers);
   else
@@ -504,6 +514,16 @@ TEST(Worker, PlansSplitOverTwoWorkersComputeWhatOneWould) {
   // read back.
   split_stencil_run(250, 3 * 2 + 2);
   split_stencil_run(125, 0);  // superblocks run on other devices than their chunks
+}
+
+// The same on asynchronous devices (as GPUs are: transfers and the tasks behind them run on
+// lanes and report later), with random delays, many times.
+TEST(Worker, PlansSplitOverAsynchronousWorkersComputeWhatOneWould) {
+  for (int i = 0; i < 30; ++i) {
+    split_stencil_run<AsyncRig>(250, 3 * 2 + 2, 1 + 37 * i % 300);
+    split_stencil_run<AsyncRig>(125, 0, 1 + 53 * i % 300);
+    if (HasFailure()) break;
+  }
 }
 
 }  // namespace
