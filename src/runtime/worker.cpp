@@ -389,9 +389,46 @@ void Worker::process(std::deque<Node*>& work, int here) {
   if (progress_ && !blocked_.empty()) wake_scheduler_.notify_one();
 }
 
+// GRIDSPAN_CHECK_TRANSFERS (a debugging aid; meaningful with GRIDSPAN_STREAM_ORDER=0, when
+// nothing can touch a transfer's region before its task is reported): once a Send or Recv
+// has run, the region is read again from the device and compared with the bytes sent or
+// received. A difference is an internal error naming the task.
+void Worker::check_transfer(Node* node, std::exception_ptr& error) {
+  const plan::Task& t = node->task;
+  const plan::ChunkRef* chunk = nullptr;
+  const Rect* region = nullptr;
+  std::size_t elem = 0;
+  if (auto* s = std::get_if<plan::Send>(&t.payload)) {
+    chunk = &s->src, region = &s->region, elem = s->elem_size;
+  } else if (auto* r = std::get_if<plan::Recv>(&t.payload)) {
+    chunk = &r->dst, region = &r->region, elem = r->elem_size;
+  } else {
+    return;
+  }
+  try {
+    backend::Device& dev = *devices_[t.device];
+    const std::size_t bytes = static_cast<std::size_t>(chunk->rect.volume()) * elem;
+    std::vector<unsigned char> whole(bytes), now(node->transfer.size());
+    dev.copy_to_host(whole.data(), memory_.data(chunk->id), bytes);
+    backend::copy_region(now.data(), *region, whole.data(), chunk->rect, *region, elem);
+    if (!(node->transfer == now)) {
+      std::size_t first = 0;
+      while (first < now.size() && now[first] == node->transfer.data()[first]) ++first;
+      throw Error(fmt::format(
+          "internal error (GRIDSPAN_CHECK_TRANSFERS): task {} ({}) of transfer region {} of "
+          "chunk {}: the device holds other bytes than were {} (first at byte {} of {})",
+          t.id, t.kind(), region->str(), chunk->id,
+          std::holds_alternative<plan::Send>(t.payload) ? "sent" : "received", first, now.size()));
+    }
+  } catch (...) {
+    if (!error) error = std::current_exception();
+  }
+}
+
 // After a task ran on its device (without the lock): a Send's data go to their rank now
 // that the device has read them.
 void Worker::after_run(Node* node, std::exception_ptr& error) {
+  if (check_transfers_ && !error) check_transfer(node, error);
   auto* s = std::get_if<plan::Send>(&node->task.payload);
   if (!s || error) return;
   DataLink* link;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -19,8 +20,8 @@
 #include <vector>
 
 #include "gridspan/backend/device.hpp"
-#include "gridspan/core/mutex.hpp"
 #include "gridspan/core/bytes.hpp"
+#include "gridspan/core/mutex.hpp"
 #include "gridspan/plan/task.hpp"
 #include "gridspan/runtime/memory.hpp"
 
@@ -115,10 +116,12 @@ class Worker {
     bool launched = false;         // submitted to its device
     bool ran = false;              // done on the device while a dependency was not reported done
     std::exception_ptr run_error;  // what the device reported then
-    backend::Device::Ticket ticket = 0;   // the device's name for it, once launched
-    Bytes transfer;  // a Send's data once read, a Recv's once arrived
+    backend::Device::Ticket ticket = 0;  // the device's name for it, once launched
+    Bytes transfer;                      // a Send's data once read, a Recv's once arrived
   };
   void after_run(Node* node, std::exception_ptr& error);  // sends what a Send read
+  void check_transfer(Node* node, std::exception_ptr& error);
+  const bool check_transfers_ = std::getenv("GRIDSPAN_CHECK_TRANSFERS") != nullptr;
   struct Arrival;
   void arrive(plan::TransferId transfer, Arrival arrival);
   static void take(Node& node, Arrival arrival);
