@@ -50,6 +50,19 @@ bool runs_on_device_alone(const Task& t) {
          std::holds_alternative<plan::Reduce>(t.payload);
 }
 
+// Copies between host and device that the host waits for go to the device's transfer
+// queues, apart from kernels they do not depend on.
+backend::Device::Queue queue_of(const Task& t) {
+  using Q = backend::Device::Queue;
+  if (std::holds_alternative<plan::Send>(t.payload) ||
+      std::holds_alternative<plan::ReadBack>(t.payload))
+    return Q::to_host;
+  if (std::holds_alternative<plan::Recv>(t.payload) ||
+      std::holds_alternative<plan::HostWrite>(t.payload))
+    return Q::from_host;
+  return Q::compute;
+}
+
 // Tasks that still run when a dependency failed: they free memory or report the error.
 bool runs_after_failure(const Task& t) {
   return std::holds_alternative<plan::DeleteChunk>(t.payload) ||
@@ -348,32 +361,32 @@ void Worker::process(std::deque<Node*>& work, int here) {
           if (auto p = pending_.find(dep); p != pending_.end() && p->second.launched)
             after.push_back(p->second.ticket);
       node->launched = true;
-      node->ticket = devices_[dev]->submit([this, node] { run_task(node); },
-                                           [this, node, dev](std::exception_ptr e) {
-                                             callbacks_.fetch_add(1, std::memory_order_relaxed);
-                                             after_run(node, e);
-                                             unstage(node, e);
-                                             std::deque<Node*> next;
-                                             {
-                                               std::lock_guard<AdaptiveMutex> lock(mutex_);
-                                               if (node->missing > 0) {
-                                                 // Done on the device before a dependency was
-                                                 // reported done: it is reported after that one
-                                                 // (and fails with it).
-                                                 node->ran = true;
-                                                 node->run_error = e;
-                                               } else {
-                                                 finish(node, e, next);
-                                               }
-                                               if (next.empty() && progress_ && !blocked_.empty())
-                                                 wake_scheduler_.notify_one();
-                                             }
-                                             if (!next.empty()) process(next, dev);
-                                             // The last touch of the worker: its destructor waits
-                                             // for it.
-                                             callbacks_.fetch_sub(1, std::memory_order_release);
-                                           },
-                                           after);
+      node->ticket = devices_[dev]->submit_on(
+          queue_of(t), [this, node] { run_task(node); },
+          [this, node, dev](std::exception_ptr e) {
+            callbacks_.fetch_add(1, std::memory_order_relaxed);
+            after_run(node, e);
+            unstage(node, e);
+            std::deque<Node*> next;
+            {
+              std::lock_guard<AdaptiveMutex> lock(mutex_);
+              if (node->missing > 0) {
+                // Done on the device before a dependency was
+                // reported done: it is reported after that one
+                // (and fails with it).
+                node->ran = true;
+                node->run_error = e;
+              } else {
+                finish(node, e, next);
+              }
+              if (next.empty() && progress_ && !blocked_.empty()) wake_scheduler_.notify_one();
+            }
+            if (!next.empty()) process(next, dev);
+            // The last touch of the worker: its destructor waits
+            // for it.
+            callbacks_.fetch_sub(1, std::memory_order_release);
+          },
+          after);
       if (devices_[dev]->asynchronous()) ++stats_.tasks_submitted;
       if (!after.empty()) ++stats_.tasks_released_early;
       // Successors on this device whose other dependencies are queued there too can go now.

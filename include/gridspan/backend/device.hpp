@@ -53,6 +53,18 @@ class Device {
   using Ticket = uint64_t;
   virtual Ticket submit(std::function<void()> work, std::function<void(std::exception_ptr)> done,
                         const std::vector<Ticket>& after) = 0;
+  /// Where a work goes: `to_host` and `from_host` are for copies between host and device
+  /// that the host waits for (sends to other processes and read-backs; receives and host
+  /// writes). A device with queues of their own for them (cuda: a stream per direction apart
+  /// from the compute streams) keeps them from waiting behind kernels they do not depend
+  /// on; the others run them as any work.
+  enum class Queue { compute, to_host, from_host };
+  virtual Ticket submit_on(Queue queue, std::function<void()> work,
+                           std::function<void(std::exception_ptr)> done,
+                           const std::vector<Ticket>& after) {
+    (void)queue;
+    return submit(std::move(work), std::move(done), after);
+  }
 
   // Region operations on row-major boxes (see regions.hpp), for use inside submitted work:
   // queued in order on the work's stream (cpu: done at once). Device pointers are this

@@ -105,7 +105,8 @@ CudaDevice::CudaDevice(const DriverApi& api, int index, int ordinal, std::size_t
   const std::size_t reserve = (std::size_t(1) << 30) + total / 64;
   capacity_ = free > reserve ? free - reserve : free / 2;
   if (budget) capacity_ = std::min(capacity_, budget);
-  for (int s = 0; s < std::max(1, streams); ++s) {
+  // The compute lanes, then one per direction for transfers (submit_on).
+  for (int s = 0; s < std::max(1, streams) + 2; ++s) {
     auto lane = std::make_unique<Lane>();
     check(api_.cuStreamCreate(&lane->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate", name_);
     lanes_.push_back(std::move(lane));
@@ -244,7 +245,20 @@ void CudaDevice::copy_from_host(void* device, const void* host, std::size_t byte
 Device::Ticket CudaDevice::submit(std::function<void()> work,
                                   std::function<void(std::exception_ptr)> done,
                                   const std::vector<Ticket>& after) {
-  Lane& lane = *lanes_[next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size()];
+  return submit_on(Queue::compute, std::move(work), std::move(done), after);
+}
+
+// A stream runs its works in order, and its completion thread reports them in order: a
+// transfer queued behind a long kernel it does not need would wait for it (and so would
+// the process it goes to). Transfers have a lane per direction of their own.
+Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
+                                     std::function<void(std::exception_ptr)> done,
+                                     const std::vector<Ticket>& after) {
+  const std::size_t compute = lanes_.size() - 2;
+  Lane& lane = queue == Queue::to_host ? *lanes_[compute]
+               : queue == Queue::from_host
+                   ? *lanes_[compute + 1]
+                   : *lanes_[next_lane_.fetch_add(1, std::memory_order_relaxed) % compute];
   LaunchLabel label;
   std::exception_ptr error;
   CUevent event = nullptr;

@@ -45,6 +45,9 @@ class CudaDevice final : public Device {
   void copy_from_host(void* device, const void* host, std::size_t bytes) override;
   Ticket submit(std::function<void()> work, std::function<void(std::exception_ptr)> done,
                 const std::vector<Ticket>& after) override;
+  Ticket submit_on(Queue queue, std::function<void()> work,
+                   std::function<void(std::exception_ptr)> done,
+                   const std::vector<Ticket>& after) override;
   void copy(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
             const Rect& region, std::size_t elem_size) override;
   void fill(void* dst, const Rect& dst_rect, const Rect& region, const void* value,
