@@ -298,9 +298,38 @@ Plan Planner::create_array(const ArrayMeta& meta, const unsigned char* fill) {
   return finish(std::move(tasks));
 }
 
+void Planner::set_read_cache(std::vector<std::size_t> bytes_per_device) {
+  bytes_per_device.resize(static_cast<std::size_t>(devices_), 0);
+  read_cache_limit_ = std::move(bytes_per_device);
+  read_cache_bytes_.assign(read_cache_limit_.size(), 0);
+}
+
+void Planner::delete_cached(const CachedRead& c, std::vector<Task>& tasks) {
+  Task del;
+  del.id = next_task();
+  del.device = c.device;
+  del.deps = c.readers;
+  unique(del.deps);
+  del.payload = DeleteChunk{c.ref.id};
+  tasks.push_back(std::move(del));
+  read_cache_bytes_[c.device] -= c.bytes;
+}
+
+void Planner::drop_cached(uint64_t array, std::vector<Task>& tasks) {
+  for (auto it = read_cache_.begin(); it != read_cache_.end();) {
+    if (it->array != array) {
+      ++it;
+      continue;
+    }
+    delete_cached(*it, tasks);
+    it = read_cache_.erase(it);
+  }
+}
+
 Plan Planner::write_array(const ArrayMeta& meta,
                           std::shared_ptr<const std::vector<unsigned char>> data) {
   std::vector<Task> tasks;
+  drop_cached(meta.id, tasks);
   Rect whole = Rect::of_shape(meta.shape);
   for (const ChunkMeta& c : meta.chunks) {
     Task t;
@@ -343,6 +372,7 @@ Plan Planner::read_array(const ArrayMeta& meta, void* dst) {
 
 Plan Planner::delete_array(const ArrayMeta& meta) {
   std::vector<Task> tasks;
+  drop_cached(meta.id, tasks);
   for (const ChunkMeta& c : meta.chunks) {
     Task t;
     t.id = next_task();
@@ -543,6 +573,8 @@ Plan Planner::launch(const LaunchSpec& spec) {
     for (const Access& acc : accesses[s])
       if (acc.mode != Mode::read && !acc.region.empty()) changed.insert(spec.arrays[acc.param]);
   std::unordered_map<SharedKey, SharedRead, SharedKeyHash> shared;
+  // What this launch changes, kept copies of it are stale from now on.
+  for (const ArrayMeta* a : changed) drop_cached(a->id, tasks);
 
   std::vector<int> direct(np);
   std::vector<std::pair<ChunkRef, TaskId>> temp(np);
@@ -623,7 +655,19 @@ Plan Planner::launch(const LaunchSpec& spec) {
       const bool shareable = acc.mode == Mode::read && !changed.count(a);
       const SharedKey key{a, dev, acc.region};
       if (shareable) {
-        if (auto it = shared.find(key); it != shared.end()) {
+        auto it = shared.find(key);
+        if (it == shared.end()) {  // kept by an earlier launch?
+          auto kept =
+              std::find_if(read_cache_.begin(), read_cache_.end(), [&](const CachedRead& c) {
+                return c.array == a->id && c.device == dev && c.region == acc.region;
+              });
+          if (kept != read_cache_.end()) {
+            it = shared.emplace(key, SharedRead{kept->ref, kept->ready, kept->readers}).first;
+            read_cache_bytes_[dev] -= kept->bytes;
+            read_cache_.erase(kept);
+          }
+        }
+        if (it != shared.end()) {
           arg.chunk = it->second.ref;
           exec.deps.insert(exec.deps.end(), it->second.ready.begin(), it->second.ready.end());
           it->second.readers.push_back(exec.id);
@@ -720,7 +764,29 @@ Plan Planner::launch(const LaunchSpec& spec) {
     }
   }
 
-  for (auto& [key, read] : shared) add_delete(read.ref.id, key.device, std::move(read.readers));
+  // Shared temporaries are kept for later launches while there is room on their device
+  // (the least recently used go first), else deleted after their last reader.
+  for (auto& [key, read] : shared) {
+    const int d = key.device;
+    const std::size_t bytes = static_cast<std::size_t>(key.region.volume()) * key.array->elem_size;
+    if (read_cache_limit_.empty() || bytes > read_cache_limit_[d]) {
+      add_delete(read.ref.id, d, std::move(read.readers));
+      continue;
+    }
+    while (read_cache_bytes_[d] + bytes > read_cache_limit_[d]) {
+      auto lru = read_cache_.end();
+      for (auto c = read_cache_.begin(); c != read_cache_.end(); ++c)
+        if (c->device == d && (lru == read_cache_.end() || c->used < lru->used)) lru = c;
+      delete_cached(*lru, tasks);
+      read_cache_.erase(lru);
+    }
+    std::vector<TaskId> readers;  // the finished ones need no waiting for
+    for (TaskId r : read.readers)
+      if (read.readers.size() <= 16 || !is_done_(r)) readers.push_back(r);
+    read_cache_.push_back(CachedRead{key.array->id, d, key.region, read.ref, std::move(read.ready),
+                                     std::move(readers), bytes, ++read_cache_clock_});
+    read_cache_bytes_[d] += bytes;
+  }
 
   // Pass 3: atomic partials (one per device, shared by that device's superblocks).
   for (int p = 0; p < np; ++p) {

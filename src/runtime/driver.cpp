@@ -45,6 +45,12 @@ Driver::Driver(const Config& config) : config_(config) {
     planner_ = std::make_unique<plan::Planner>(
         devices_, [this](plan::TaskId t) { return worker_->is_done(t); });
   }
+  // Read-only copies of other devices' data are kept for later launches, up to a quarter
+  // of each device's memory (the memory manager evicts them like any chunk when it must).
+  std::vector<std::size_t> keep;
+  for (const RankInfo& r : ranks())
+    for (std::size_t bytes : r.device_memory) keep.push_back(bytes / 4);
+  planner_->set_read_cache(std::move(keep));
   log::info("{} backend with {} devices", backend_->name(), devices_);
 }
 

@@ -28,8 +28,10 @@ struct Fixture {
         params(std::move(p)),
         ann(annotation::Annotation::parse(text, params, {})) {}
 
+  uint64_t arrays = 0;
   ArrayMeta array(const Dim& shape, const DataDistribution& dist) {
     ArrayMeta m;
+    m.id = ++arrays;
     m.shape = shape;
     m.dtype = DType::f32;
     m.elem_size = 4;
@@ -135,6 +137,66 @@ TEST(Planner, SuperblocksOfADeviceShareAReadOnlyTemporary) {
   auto both = g.array({400}, dist::rows(100));
   Plan q = g.launch({400}, {50}, work::tiles({100}), {&both, &both});
   EXPECT_EQ(count(q, "create"), 4);
+}
+
+// With a read cache, the shared temporaries stay for the next launch that reads the same
+// region on the same device (no copies then), until the array is written: a host write
+// drops them (deleted after their readers), and so does a launch that writes the array.
+TEST(Planner, KeptReadOnlyCopiesServeLaterLaunchesUntilTheArrayIsWritten) {
+  Fixture f(2, {vec("out"), vec("in", true)}, "global i => write out[i], read in[:]");
+  f.planner.set_read_cache({1 << 20, 1 << 20});
+  auto out = f.array({400}, dist::rows(100));
+  auto in = f.array({400}, dist::rows(100));
+  auto temps = [](const Plan& p) {
+    std::map<int, ChunkId> of_device;
+    for (const Task& t : p.tasks)
+      if (auto* e = std::get_if<Execute>(&t.payload)) of_device[t.device] = e->arrays[1].chunk.id;
+    return of_device;
+  };
+  Plan first = f.launch({400}, {50}, work::tiles({100}), {&out, &in});
+  EXPECT_EQ(count(first, "copy"), 2 * 4);
+  EXPECT_EQ(count(first, "delete"), 0);  // kept
+  EXPECT_EQ(f.planner.cached_reads(), 2u);
+  Plan second = f.launch({400}, {50}, work::tiles({100}), {&out, &in});
+  EXPECT_EQ(count(second, "create"), 0);
+  EXPECT_EQ(count(second, "copy"), 0);
+  EXPECT_EQ(temps(second), temps(first));
+  // Each of the second launch's executes still waits for the copies that filled its copy.
+  for (const Task& t : second.tasks)
+    if (std::holds_alternative<Execute>(t.payload)) {
+      int copies = 0;
+      for (const Task& c : first.tasks)
+        if (auto* cp = std::get_if<Copy>(&c.payload); cp && cp->dst.id == temps(first)[t.device])
+          copies += std::count(t.deps.begin(), t.deps.end(), c.id) > 0;
+      EXPECT_EQ(copies, 4);
+    }
+  // A host write of `in`: the kept copies are deleted after every launch that read them.
+  Plan write = f.planner.write_array(in, std::make_shared<std::vector<unsigned char>>(1600));
+  EXPECT_EQ(count(write, "delete"), 2);
+  EXPECT_EQ(f.planner.cached_reads(), 0u);
+  for (const Task& t : write.tasks)
+    if (auto* d = std::get_if<DeleteChunk>(&t.payload))
+      for (const Plan* p : {&first, &second})
+        for (const Task& e : p->tasks)
+          if (auto* ex = std::get_if<Execute>(&e.payload); ex && ex->arrays[1].chunk.id == d->chunk)
+            EXPECT_EQ(std::count(t.deps.begin(), t.deps.end(), e.id), 1);
+  Plan third = f.launch({400}, {50}, work::tiles({100}), {&out, &in});
+  EXPECT_EQ(count(third, "copy"), 2 * 4);  // assembled again
+  // A launch that writes `in` drops them too; a limit too small keeps nothing.
+  Fixture g(2, {vec("out"), vec("in", true)}, "global i => write out[i], read in[:]");
+  g.planner.set_read_cache({1 << 20, 1 << 20});
+  auto a = g.array({400}, dist::rows(100)), b = g.array({400}, dist::rows(100));
+  g.launch({400}, {50}, work::tiles({100}), {&a, &b});
+  EXPECT_EQ(g.planner.cached_reads(), 2u);
+  Plan writes_b = g.launch({400}, {50}, work::tiles({100}), {&b, &a});
+  EXPECT_EQ(count(writes_b, "delete"), 2);  // b's kept copies
+  EXPECT_EQ(g.planner.cached_reads(), 2u);  // a's, read now, kept in their place
+  Fixture h(2, {vec("out"), vec("in", true)}, "global i => write out[i], read in[:]");
+  h.planner.set_read_cache({1000, 1000});  // less than `in` (1600 bytes)
+  auto c = h.array({400}, dist::rows(100)), d = h.array({400}, dist::rows(100));
+  Plan small = h.launch({400}, {50}, work::tiles({100}), {&c, &d});
+  EXPECT_EQ(count(small, "delete"), 2);
+  EXPECT_EQ(h.planner.cached_reads(), 0u);
 }
 
 TEST(Planner, DependenciesFollowRegionsAcrossLaunches) {

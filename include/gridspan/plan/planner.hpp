@@ -83,7 +83,28 @@ class Planner {
   Plan launch(const LaunchSpec& spec);
   std::size_t tracked_records() const;
 
+  /// Read-only copies of other devices' data that a launch assembles (GEMM's B on every
+  /// device) are kept for later launches, at most `bytes_per_device[d]` bytes of them on
+  /// device d (least recently used go first), until their array is written or deleted.
+  /// Default: none kept.
+  void set_read_cache(std::vector<std::size_t> bytes_per_device);
+  /// How many such copies are kept now.
+  std::size_t cached_reads() const { return read_cache_.size(); }
+
  private:
+  struct CachedRead {
+    uint64_t array;
+    int device;
+    Rect region;
+    ChunkRef ref;
+    std::vector<TaskId> ready;    // its creation and assembly: what a reader waits for
+    std::vector<TaskId> readers;  // the executes that read it (unfinished ones)
+    std::size_t bytes;
+    uint64_t used;  // when a launch last read it
+  };
+  // The kept copies of `array` go (deleted after their readers), as tasks appended.
+  void drop_cached(uint64_t array, std::vector<Task>& tasks);
+  void delete_cached(const CachedRead& c, std::vector<Task>& tasks);
   struct Record {
     Rect region;
     TaskId task;
@@ -105,6 +126,9 @@ class Planner {
   ChunkId last_chunk_ = 0;
   std::unordered_map<ChunkId, std::vector<Record>> records_;
   std::vector<std::vector<annotation::Access>> accesses_;  // per superblock, reused
+  std::vector<CachedRead> read_cache_;
+  std::vector<std::size_t> read_cache_limit_, read_cache_bytes_;  // per device
+  uint64_t read_cache_clock_ = 0;
 };
 
 /// The identity of `op` for `dtype`, as elem bytes (0 for +, 1 for *, the largest value for
