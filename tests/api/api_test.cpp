@@ -84,6 +84,36 @@ TEST(Api, ConfigFromTheEnvironment) {
     Env a("GRIDSPAN_GPUS", "-2");
     EXPECT_THROW(gs::Config::from_env(), gs::ConfigError);
   }
+  {
+    EXPECT_EQ(gs::Config::from_env().net_timeout, 60.0);
+    EXPECT_TRUE(gs::Config::from_env().mpi);
+    Env a("GRIDSPAN_NET_TIMEOUT", "2.5"), b("GRIDSPAN_MPI", "off");
+    EXPECT_EQ(gs::Config::from_env().net_timeout, 2.5);
+    EXPECT_FALSE(gs::Config::from_env().mpi);
+  }
+  for (const char* bad : {"soon", "0", "-3", "5s"}) {
+    Env a("GRIDSPAN_NET_TIMEOUT", bad);
+    EXPECT_THROW(gs::Config::from_env(), gs::ConfigError) << bad;
+  }
+  {
+    Env a("GRIDSPAN_MPI", "sometimes");
+    EXPECT_THROW(gs::Config::from_env(), gs::ConfigError);
+  }
+}
+
+// Outside mpirun a run is one process: one worker (this one) with its devices and memory.
+TEST(Api, OneProcessIsOneWorker) {
+  gs::Context ctx(quiet(3));
+  auto ranks = ctx.ranks();
+  ASSERT_EQ(ranks.size(), 1u);
+  EXPECT_EQ(ranks[0].rank, 0);
+  EXPECT_EQ(ranks[0].backend, ctx.backend_name());
+  EXPECT_EQ(ranks[0].devices.size(), 3u);
+  ASSERT_EQ(ranks[0].device_memory.size(), 3u);
+  auto stats = ctx.memory_stats();
+  for (int d = 0; d < 3; ++d) EXPECT_EQ(ranks[0].device_memory[d], stats[d].total_bytes);
+  EXPECT_EQ(ranks[0].host_memory, stats[3].total_bytes);
+  EXPECT_FALSE(ranks[0].host.empty());
 }
 
 // Asking for the cuda backend where it cannot run is an error that says why; the cpu

@@ -85,6 +85,22 @@ TEST(Errors, DistributionMustCoverTheArray) {
                                 {"device " + std::to_string(past)});
 }
 
+// Under mpirun the other ranks find native functions by name: one that is not registered
+// in every process is an error at compile time that says what to do; in one process it
+// needs no registration.
+TEST(Errors, NativeFunctionsMustBeRegisteredUnderMpirun) {
+  gs::Context ctx(config(1));
+  auto def = gs::NativeDef::from_function(
+      "not_registered", [](const gs::NativeContext&, gs::Vector<int>) {}, {"out"});
+  def.annotate("global i => write out[i]");
+  if (ctx.ranks().size() == 1) {
+    EXPECT_NO_THROW(ctx.compile(def));
+    return;
+  }
+  expect_error<gs::Error>([&] { ctx.compile(def); },
+                          {"`not_registered` is not registered", "gs::register_native"});
+}
+
 TEST(Errors, UnwritableSpillDirectory) {
   auto dir = std::filesystem::temp_directory_path() / "gridspan-test-not-a-dir";
   { std::ofstream(dir) << "a file"; }
