@@ -47,5 +47,35 @@ TEST(LocalTransport, RanksExchangeMessagesInOrder) {
   EXPECT_THROW(make_local_transports(0), NetError);
 }
 
+// A watched transport: heartbeats keep a quiet peer heard (and are never handed out), other
+// messages pass through, and a peer that stops sending is named once the timeout has passed;
+// from then on every receive throws.
+TEST(WatchedTransport, ASilentPeerIsNamedAfterTheTimeout) {
+  auto local = make_local_transports(2);
+  const auto timeout = std::chrono::milliseconds(1000);  // heartbeats every 166 ms
+  auto zero = watch(std::move(local[0]), {1}, timeout);
+  auto one = watch(std::move(local[1]), {0}, timeout);
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < 3 * timeout)
+    EXPECT_FALSE(zero->receive(std::chrono::milliseconds(50)));  // heartbeats only: quiet
+  one->send(0, 77, std::vector<unsigned char>{1, 2, 3});
+  auto m = zero->receive(std::chrono::seconds(1));
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->tag, 77u);
+  EXPECT_TRUE(m->body == std::vector<unsigned char>({1, 2, 3}));
+  one.reset();  // rank 1 stops: no heartbeats any more
+  const auto stopped = std::chrono::steady_clock::now();
+  try {
+    while (true) zero->receive(std::chrono::milliseconds(50));
+  } catch (const NetError& e) {
+    const auto after = std::chrono::steady_clock::now() - stopped;
+    EXPECT_GE(after, timeout - std::chrono::milliseconds(200));  // from the last heartbeat
+    EXPECT_LT(after, 10 * timeout);
+    EXPECT_NE(std::string(e.what()).find("rank 1 has not been heard from"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(zero->receive(std::chrono::milliseconds(0)), NetError);
+}
+
 }  // namespace
 }  // namespace gridspan::net
