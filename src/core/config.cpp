@@ -133,6 +133,12 @@ Config Config::with_env() const {
           "GRIDSPAN_STREAM_ORDER='{}' is not a flag (1/on/yes/true or 0/off/no/false); keeping {}",
           v, c.stream_order);
   }
+  if (const char* v = env("GRIDSPAN_CPU_ASYNC")) {
+    if (auto f = parse_flag(v))
+      c.cpu_async = *f;
+    else
+      throw ConfigError(fmt::format("GRIDSPAN_CPU_ASYNC='{}' is not a flag; give on or off", v));
+  }
   if (const char* v = env("GRIDSPAN_NET_TIMEOUT")) {
     char* end = nullptr;
     const double seconds = std::strtod(v, &end);

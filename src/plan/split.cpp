@@ -2,6 +2,7 @@
 #include "gridspan/plan/split.hpp"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -75,9 +76,17 @@ std::vector<std::vector<Task>> PlanSplitter::split(std::vector<Task> tasks) {
                           "the planner must bring it over first",
                           t.id, s.id));
   }
+  // A barrier has a part on every rank with tasks of the plan (each waits for all of them
+  // there, below), so that a plan whose parts have all finished has no task left anywhere:
+  // a rank's task need not lead to a task of the barrier's on that rank (the receiving half
+  // of a scatter whose sending half a deletion of the temporary follows, for one).
+  std::vector<int> plan_ranks;
+  for (const Task& t : tasks)
+    if (!std::holds_alternative<Barrier>(t.payload))
+      for (int r : ranks_of_.at(t.id)) add_rank(plan_ranks, r);
   for (const Task& t : tasks) {
     if (!std::holds_alternative<Barrier>(t.payload)) continue;
-    std::vector<int> ranks;
+    std::vector<int> ranks = plan_ranks;
     for (TaskId d : t.deps)
       if (auto it = ranks_of_.find(d); it != ranks_of_.end())
         for (int r : it->second) add_rank(ranks, r);
@@ -114,7 +123,18 @@ std::vector<std::vector<Task>> PlanSplitter::split(std::vector<Task> tasks) {
   };
   for (const Task& t : tasks) {
     if (std::holds_alternative<Barrier>(t.payload)) {
-      for (int r : ranks_of_.at(t.id)) emit(t, r, 0, Barrier{});
+      for (int r : ranks_of_.at(t.id)) {
+        emit(t, r, 0, Barrier{});
+        // ... and on every task of its rank in this plan that no other one there waits for.
+        Task& part = out[r].back();
+        std::unordered_set<TaskId> waited;
+        for (const Task& u : out[r])
+          for (TaskId d : u.deps) waited.insert(d);
+        for (const Task& u : out[r])
+          if (&u != &part && !std::holds_alternative<Barrier>(u.payload) && !waited.count(u.id) &&
+              std::find(part.deps.begin(), part.deps.end(), u.id) == part.deps.end())
+            part.deps.push_back(u.id);
+      }
       continue;
     }
     const int r = rank_of_device(t), device = pl.local[t.device];

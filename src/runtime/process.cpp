@@ -24,6 +24,7 @@ void write_config(net::Writer& w, const Config& c) {
   w.i64(c.gpus);
   w.i64(c.cpu_devices);
   w.i64(c.cpu_threads);
+  w.u8(c.cpu_async);
   w.u64(c.device_memory);
   w.u64(c.host_memory);
   w.str(c.spill_dir);
@@ -42,6 +43,7 @@ Config read_config(net::Reader& r) {
   c.gpus = static_cast<int>(r.i64("gpus"));
   c.cpu_devices = static_cast<int>(r.i64("cpu devices"));
   c.cpu_threads = static_cast<int>(r.i64("cpu threads"));
+  c.cpu_async = r.u8("cpu async flag") != 0;
   c.device_memory = r.u64("device memory");
   c.host_memory = r.u64("host memory");
   c.spill_dir = r.str("spill folder");

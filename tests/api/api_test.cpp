@@ -99,6 +99,15 @@ TEST(Api, ConfigFromTheEnvironment) {
     Env a("GRIDSPAN_MPI", "sometimes");
     EXPECT_THROW(gs::Config::from_env(), gs::ConfigError);
   }
+  {
+    EXPECT_FALSE(gs::Config::from_env().cpu_async);
+    Env a("GRIDSPAN_CPU_ASYNC", "on");
+    EXPECT_TRUE(gs::Config::from_env().cpu_async);
+  }
+  {
+    Env a("GRIDSPAN_CPU_ASYNC", "gpu");
+    EXPECT_THROW(gs::Config::from_env(), gs::ConfigError);
+  }
 }
 
 // Outside mpirun a run is one process: one worker (this one) with its devices and memory.

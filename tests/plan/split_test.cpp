@@ -132,6 +132,40 @@ TEST(Split, ACrossRankDependencyWithoutATransferIsAnInternalError) {
   EXPECT_THROW(splitter.split({bad}), Error);  // no device 7
 }
 
+// The receiving half of a scatter leads to no task of the plan's barrier: only the
+// deletion of the temporary (on the sending rank) follows the copy. The barrier still has
+// a part on the receiving rank that waits for it, so that a plan whose parts have all
+// reported has nothing left running anywhere (the driver forgets its tasks then, and a
+// later read of the chunk would not wait for the receive).
+TEST(Split, EveryRankWithTasksOfAPlanHasABarrierPartThatWaitsForThemAll) {
+  PlanSplitter splitter(Placement::by_rank({1, 1}));
+  auto task = [](TaskId id, int device, Payload p, std::vector<TaskId> deps = {}) {
+    Task t;
+    t.id = id;
+    t.device = device;
+    t.payload = std::move(p);
+    t.deps = std::move(deps);
+    return t;
+  };
+  const Rect all(1, {0, 0, 0}, {10, 1, 1});
+  // Chunk 1 on device 1 (rank 1); temporary 2 on device 0 (rank 0), scattered into chunk 1.
+  splitter.split({task(1, 1, CreateChunk{1, 40}), task(2, 0, CreateChunk{2, 40})});
+  auto parts = splitter.split({
+      task(3, 1, Copy{ChunkRef{2, all}, ChunkRef{1, all}, all, 4}),  // scatter: rank 0 -> 1
+      task(4, 0, DeleteChunk{2}, {3}),                               // after the copy
+      task(5, 0, Barrier{}, {4}),                                    // the plan's only sink
+  });
+  const auto& ranks = splitter.barrier_ranks(5);
+  ASSERT_EQ(std::set<int>(ranks.begin(), ranks.end()), (std::set<int>{0, 1}));
+  ASSERT_EQ(parts[1].size(), 2u);
+  EXPECT_TRUE(std::holds_alternative<Recv>(parts[1][0].payload));
+  EXPECT_TRUE(std::holds_alternative<Barrier>(parts[1][1].payload));
+  EXPECT_EQ(parts[1][1].deps, (std::vector<TaskId>{3}));  // waits for the receive
+  const Task& zero = parts[0].back();
+  ASSERT_TRUE(std::holds_alternative<Barrier>(zero.payload));
+  EXPECT_EQ(zero.deps, (std::vector<TaskId>{4}));
+}
+
 TEST(Split, RanksForThePlannerMustMatchItsDevicesInRankOrder) {
   Planner planner(4, nullptr);
   EXPECT_THROW(planner.set_ranks({0, 0, 1}), Error);

@@ -152,8 +152,9 @@ class AsyncDevice final : public backend::Device {
   int index() const override { return inner_.index(); }
   std::string name() const override { return "async " + inner_.name(); }
   std::size_t memory_capacity() const override { return inner_.memory_capacity(); }
-  bool unified() const override { return inner_.unified(); }
+  bool unified() const override { return !discrete && inner_.unified(); }
   bool asynchronous() const override { return true; }
+  bool discrete = false;  // separate device and host copies, as a GPU has (set before use)
   void* allocate(std::size_t n) override { return inner_.allocate(n); }
   void deallocate(void* p, std::size_t n) override { inner_.deallocate(p, n); }
   void* allocate_host(std::size_t n) override { return inner_.allocate_host(n); }
@@ -259,9 +260,12 @@ class AsyncDevice final : public backend::Device {
 
 // The cpu backend's devices behind AsyncDevice.
 struct AsyncRig : Rig {
-  AsyncRig(int devices, std::size_t device_bytes)
-      : Rig(devices, device_bytes, 0, "cpu",
-            [](backend::Device& d) { return std::make_unique<AsyncDevice>(d); }) {}
+  AsyncRig(int devices, std::size_t device_bytes, bool discrete = false)
+      : Rig(devices, device_bytes, 0, "cpu", [discrete](backend::Device& d) {
+          auto a = std::make_unique<AsyncDevice>(d);
+          a->discrete = discrete;
+          return a;
+        }) {}
   AsyncDevice& async(int i) { return static_cast<AsyncDevice&>(*wrappers.at(i)); }
 };
 
@@ -476,11 +480,13 @@ TEST(Worker, SendsAndReceivesMoveChunksBetweenWorkers) {
 // second worker's chunks comes through the first's host receives, and three sweeps of a
 // stencil give what the host computes; with superblocks that straddle chunks (and ranks)
 // too, whose temporaries are assembled and scattered through transfers.
+// Returns the bytes the memory managers copied out of device memory.
 template <class R = Rig>
-void split_stencil_run(int64_t superblock, int expected_transfers, int jitter_us = 0) {
+std::size_t split_stencil_run(int64_t superblock, int expected_transfers, int jitter_us = 0,
+                              std::size_t device_bytes = 1 << 20, bool discrete = false) {
   auto make = [&]() -> std::unique_ptr<R> {
     if constexpr (std::is_same_v<R, AsyncRig>) {
-      auto r = std::make_unique<AsyncRig>(2, 1 << 20);
+      auto r = std::make_unique<AsyncRig>(2, device_bytes, discrete);
       for (int d = 0; d < 2; ++d) r->async(d).jitter_us = jitter_us;
       return r;
     } else {
@@ -507,6 +513,10 @@ void split_stencil_run(int64_t superblock, int expected_transfers, int jitter_us
     EXPECT_EQ(transfers.load(), expected_transfers);
   else
     EXPECT_GT(transfers.load(), 3 * 2 + 2);
+  std::size_t copied = 0;
+  for (Rig* r : ranks)
+    for (const SpaceStats& st : r->memory->stats()) copied += st.copied_out_bytes;
+  return copied;
 }
 
 TEST(Worker, PlansSplitOverTwoWorkersComputeWhatOneWould) {
@@ -524,6 +534,19 @@ TEST(Worker, PlansSplitOverAsynchronousWorkersComputeWhatOneWould) {
     split_stencil_run<AsyncRig>(125, 0, 1 + 53 * i % 300);
     if (HasFailure()) break;
   }
+}
+
+// And with device memory apart from host memory (as on a GPU) that holds a few chunks
+// only: chunks are copied out and back while transfers and kernels run.
+TEST(Worker, PlansSplitOverDiscreteAsynchronousWorkersComputeWhatOneWould) {
+  std::size_t copied = 0;
+  for (int i = 0; i < 30; ++i) {
+    copied += split_stencil_run<AsyncRig>(250, 3 * 2 + 2, 1 + 37 * i % 300, 2560, true);
+    copied += split_stencil_run<AsyncRig>(125, 0, 1 + 53 * i % 300, 2560, true);
+    if (HasFailure()) break;
+  }
+  EXPECT_GT(copied, 0u);  // chunks did leave device memory
+  std::printf("%zu bytes copied out of device memory\n", copied);
 }
 
 }  // namespace

@@ -19,6 +19,10 @@ struct Config {
   int gpus = 0;
   /// Virtual cpu devices when no GPU is used (GRIDSPAN_CPU_DEVICES).
   int cpu_devices = 2;
+  /// cpu devices that behave as GPUs (GRIDSPAN_CPU_ASYNC): work queued on lanes and reported
+  /// later, device memory apart from host memory. For testing without a GPU what only a GPU
+  /// would do; slower.
+  bool cpu_async = false;
   /// Executor threads per cpu device (GRIDSPAN_CPU_THREADS); 0 = cores / devices, at least 1.
   int cpu_threads = 0;
   /// Memory budget of each device (GRIDSPAN_DEVICE_MEMORY); 0 = the device's own size

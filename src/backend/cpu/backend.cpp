@@ -37,10 +37,15 @@ class CpuBackend final : public Backend {
       threads = std::max(1, cores / std::max(1, config.node_ranks) / config.cpu_devices);
     }
     for (int d = 0; d < config.cpu_devices; ++d) {
-      devices_.push_back(std::make_unique<cpu::CpuDevice>(d, capacity, threads));
+      auto device = std::make_unique<cpu::CpuDevice>(d, capacity, threads);
+      if (config.cpu_async)
+        devices_.push_back(std::make_unique<cpu::LaneDevice>(std::move(device)));
+      else
+        devices_.push_back(std::move(device));
     }
-    log::info("cpu backend: {} devices, {} executor threads and {} each", config.cpu_devices,
-              threads, format_bytes(capacity));
+    log::info("cpu backend: {} devices{}, {} executor threads and {} each", config.cpu_devices,
+              config.cpu_async ? " behaving as GPUs (GRIDSPAN_CPU_ASYNC)" : "", threads,
+              format_bytes(capacity));
   }
 
   std::string name() const override { return "cpu"; }
@@ -57,7 +62,7 @@ class CpuBackend final : public Backend {
 
  private:
   cpu::CpuCompiler compiler_;
-  std::vector<std::unique_ptr<cpu::CpuDevice>> devices_;
+  std::vector<std::unique_ptr<Device>> devices_;
 };
 
 }  // namespace

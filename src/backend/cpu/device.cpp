@@ -161,4 +161,72 @@ void CpuDevice::executor_loop() {
   }
 }
 
+// --- LaneDevice ---------------------------------------------------------------------
+
+LaneDevice::LaneDevice(std::unique_ptr<CpuDevice> inner) : inner_(std::move(inner)) {
+  for (Lane& lane : lanes_) lane.thread = std::thread([this, &lane] { run(lane); });
+}
+
+LaneDevice::~LaneDevice() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  for (Lane& lane : lanes_) lane.thread.join();
+}
+
+Device::Ticket LaneDevice::submit_on(Queue queue, std::function<void()> work,
+                                     std::function<void(std::exception_ptr)> done,
+                                     const std::vector<Ticket>& after) {
+  std::lock_guard lock(mutex_);
+  const Ticket t = ++last_;
+  for (Ticket a : after)
+    if (a >= t)
+      throw Error(
+          fmt::format("internal error: work on {} ordered after work {} not submitted "
+                      "before it",
+                      name(), a));
+  Lane& lane = queue == Queue::to_host     ? lanes_[2]
+               : queue == Queue::from_host ? lanes_[3]
+                                           : lanes_[next_compute_++ % 2];
+  unfinished_.insert(t);
+  lane.queue.push_back(Work{t, std::move(work), std::move(done), after});
+  changed_.notify_all();
+  return t;
+}
+
+void LaneDevice::run(Lane& lane) {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    changed_.wait(lock, [&] {
+      if (lane.queue.empty()) return stop_;
+      for (Ticket a : lane.queue.front().after)
+        if (!finished(a)) return false;
+      return true;
+    });
+    if (lane.queue.empty()) return;  // stopping, and everything submitted has run
+    Work w = std::move(lane.queue.front());
+    lane.queue.pop_front();
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      w.work();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    unfinished_.erase(w.ticket);
+    changed_.notify_all();
+    lock.unlock();
+    try {
+      w.done(error);
+    } catch (const std::exception& e) {
+      log::write(LogLevel::error,
+                 fmt::format("{}: a completion callback threw: {}", name(), e.what()));
+    }
+    lock.lock();
+  }
+}
+
 }  // namespace gridspan::backend::cpu
