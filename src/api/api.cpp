@@ -307,7 +307,7 @@ Kernel Context::compile(const NativeDef& def) {
   state->annotation =
       parse_annotations(def.name(), def.annotations(), state->params, def.defines());
   state->executable = std::make_shared<NativeExecutable>(def.name(), def.params(), def.invoker());
-  if (driver_->ranks().size() > 1) {
+  if (driver_->rank_count() > 1) {
     std::lock_guard lock(natives().mutex);
     if (!natives().by_name.count(def.name()))
       throw Error(fmt::format(

@@ -4,8 +4,6 @@
 #include <cstring>
 #include <fstream>
 
-#include <unistd.h>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -36,7 +34,8 @@ Driver::Driver(const Config& config) : config_(config) {
       std::make_unique<Worker>(devices, *memory_, config_.staging_bytes, config_.stream_order);
   if (!config_.trace_file.empty()) worker_->enable_trace();
   if (process) {
-    cluster_ = std::make_unique<Cluster>(*process, config_, *worker_, self());
+    cluster_ = std::make_unique<Cluster>(*process, config_, *worker_,
+                                         describe_rank(0, *backend_, *memory_));
     devices_ = static_cast<int>(cluster_->placement().rank.size());
     planner_ = std::make_unique<plan::Planner>(
         devices_, [this](plan::TaskId t) { return cluster_->is_done(t); });
@@ -54,25 +53,13 @@ Driver::Driver(const Config& config) : config_(config) {
   log::info("{} backend with {} devices", backend_->name(), devices_);
 }
 
-RankInfo Driver::self() const {
-  RankInfo info;
-  info.backend = backend_->name();
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  info.host = host;
-  auto stats = memory_->stats();
-  auto devices = backend_->devices();
-  for (std::size_t d = 0; d < devices.size(); ++d) {
-    info.devices.push_back(devices[d]->name());
-    info.device_memory.push_back(stats[d].total_bytes);
-  }
-  info.host_memory = stats[devices.size()].total_bytes;
-  return info;
+int Driver::rank_count() const {
+  return cluster_ ? static_cast<int>(cluster_->ranks().size()) : 1;
 }
 
 std::vector<RankInfo> Driver::ranks() const {
   if (cluster_) return cluster_->ranks();
-  return {self()};
+  return {describe_rank(0, *backend_, *memory_)};
 }
 
 Driver::~Driver() {

@@ -60,6 +60,23 @@ Config read_config(net::Reader& r) {
   return c;
 }
 
+RankInfo describe_rank(int rank, backend::Backend& backend, const MemoryManager& memory) {
+  RankInfo info;
+  info.rank = rank;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  info.host = host;
+  info.backend = backend.name();
+  const auto stats = memory.stats();
+  const auto devices = backend.devices();
+  for (std::size_t d = 0; d < devices.size(); ++d) {
+    info.devices.push_back(devices[d]->name());
+    info.device_memory.push_back(stats[d].total_bytes);
+  }
+  info.host_memory = stats[devices.size()].total_bytes;
+  return info;
+}
+
 void write_rank_info(net::Writer& w, const RankInfo& info) {
   w.u32(static_cast<uint32_t>(info.rank));
   w.str(info.host);
@@ -240,16 +257,7 @@ std::optional<int> Process::serve_session(const net::Message& open) {
       transport_->send(driver, tag::stats, std::move(w.buffer()));
       return true;
     });
-    info.rank = rank();
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    info.host = host;
-    info.backend = backend->name();
-    for (backend::Device* d : devices) {
-      info.devices.push_back(d->name());
-      info.device_memory.push_back(memory->stats()[info.devices.size() - 1].total_bytes);
-    }
-    info.host_memory = memory->stats()[devices.size()].total_bytes;
+    info = describe_rank(rank(), *backend, *memory);
   } catch (const std::exception& e) {
     net::Writer w;
     w.str(fmt::format("rank {} could not start its part of the session: {}", rank(), e.what()));

@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "backend/cpu/cpu.hpp"
 #include "gridspan/core/error.hpp"
 #include "gridspan/plan/planner.hpp"
 #include "gridspan/plan/split.hpp"
@@ -133,139 +134,35 @@ TEST(Worker, FailurePropagatesToSuccessorsAndWaiters) {
   EXPECT_FALSE(rig.memory->exists(1));       // the deletion did
 }
 
-// A cpu device made asynchronous, as a GPU is: a work runs on one of two lanes (threads, in
-// submission order per lane, like streams), after the works it is ordered behind; submit
-// returns at once. Region operations are the cpu device's.
-class AsyncDevice final : public backend::Device {
+// A cpu device made asynchronous, as a GPU is (the cpu backend's LaneDevice), that can slow
+// works down and counts how many were unfinished at once.
+class AsyncDevice final : public backend::cpu::LaneDevice {
  public:
-  explicit AsyncDevice(backend::Device& inner) : inner_(inner) {
-    for (auto& lane : lanes_) lane.thread = std::thread([this, &lane] { run(lane); });
-  }
-  ~AsyncDevice() override {
-    {
-      std::lock_guard lock(mutex_);
-      stop_ = true;
-    }
-    changed_.notify_all();
-    for (auto& lane : lanes_) lane.thread.join();
-  }
-  int index() const override { return inner_.index(); }
-  std::string name() const override { return "async " + inner_.name(); }
-  std::size_t memory_capacity() const override { return inner_.memory_capacity(); }
-  bool unified() const override { return !discrete && inner_.unified(); }
-  bool asynchronous() const override { return true; }
-  bool discrete = false;  // separate device and host copies, as a GPU has (set before use)
-  void* allocate(std::size_t n) override { return inner_.allocate(n); }
-  void deallocate(void* p, std::size_t n) override { inner_.deallocate(p, n); }
-  void* allocate_host(std::size_t n) override { return inner_.allocate_host(n); }
-  void deallocate_host(void* p, std::size_t n) override { inner_.deallocate_host(p, n); }
-  void copy_to_host(void* h, const void* d, std::size_t n) override {
-    inner_.copy_to_host(h, d, n);
-  }
-  void copy_from_host(void* d, const void* h, std::size_t n) override {
-    inner_.copy_from_host(d, h, n);
-  }
-  void copy(void* dst, const Rect& dr, const void* src, const Rect& sr, const Rect& region,
-            std::size_t elem) override {
-    inner_.copy(dst, dr, src, sr, region, elem);
-  }
-  void fill(void* dst, const Rect& dr, const Rect& region, const void* value,
-            std::size_t elem) override {
-    inner_.fill(dst, dr, region, value, elem);
-  }
-  void combine(void* dst, const Rect& dr, const void* src, const Rect& sr, annotation::ReduceOp op,
-               DType dtype) override {
-    inner_.combine(dst, dr, src, sr, op, dtype);
-  }
-  void upload(void* dst, const Rect& dr, const void* host, const Rect& hr, const Rect& region,
-              std::size_t elem) override {
-    inner_.upload(dst, dr, host, hr, region, elem);
-  }
-  void download(void* host, const Rect& hr, const void* src, const Rect& sr, const Rect& region,
-                std::size_t elem) override {
-    inner_.download(host, hr, src, sr, region, elem);
-  }
-  void synchronize() override {}
-  void* stream() const override { return nullptr; }
-
-  Ticket submit(std::function<void()> work, std::function<void(std::exception_ptr)> done,
-                const std::vector<Ticket>& after) override {
-    std::lock_guard lock(mutex_);
-    Ticket t = ++last_;
-    for (Ticket a : after) EXPECT_LT(a, t) << "ordered after work not submitted before";
-    Lane& lane = lanes_[t % 2];
-    lane.queue.push_back(Work{t, std::move(work), std::move(done), after});
-    max_unfinished_ = std::max(max_unfinished_, int(t - finished_.size()));
-    changed_.notify_all();
-    return t;
-  }
-  int max_unfinished() const {
-    std::lock_guard lock(mutex_);
-    return max_unfinished_;
-  }
+  AsyncDevice(backend::Device& inner, bool discrete) : LaneDevice(inner, discrete) {}
+  int max_unfinished() const { return max_unfinished_.load(); }
   std::atomic<int> slow_first{0};  // milliseconds the first work takes
   std::atomic<int> jitter_us{0};   // each work takes up to this long more
 
- private:
-  struct Work {
-    Ticket ticket;
-    std::function<void()> work;
-    std::function<void(std::exception_ptr)> done;
-    std::vector<Ticket> after;
-  };
-  struct Lane {
-    std::deque<Work> queue;
-    std::thread thread;
-  };
-  void run(Lane& lane) {
-    std::unique_lock lock(mutex_);
-    while (true) {
-      changed_.wait(lock, [&] {
-        if (lane.queue.empty()) return stop_;
-        for (Ticket a : lane.queue.front().after)
-          if (!finished_.count(a)) return false;
-        return true;
-      });
-      if (lane.queue.empty()) return;
-      Work w = std::move(lane.queue.front());
-      lane.queue.pop_front();
-      lock.unlock();
-      if (w.ticket == 1 && slow_first > 0)
-        std::this_thread::sleep_for(std::chrono::milliseconds(slow_first.load()));
-      if (jitter_us > 0)
-        std::this_thread::sleep_for(std::chrono::microseconds(w.ticket * 7919 % jitter_us));
-      std::exception_ptr error;
-      try {
-        w.work();
-      } catch (...) {
-        error = std::current_exception();
-      }
-      lock.lock();
-      finished_.insert(w.ticket);
-      changed_.notify_all();
-      lock.unlock();
-      w.done(error);
-      lock.lock();
-    }
+ protected:
+  void submitted(Ticket, std::size_t unfinished) override {
+    max_unfinished_ = std::max(max_unfinished_.load(), int(unfinished));
   }
-  backend::Device& inner_;
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::set<Ticket> finished_;
-  Ticket last_ = 0;
-  int max_unfinished_ = 0;
-  bool stop_ = false;
-  Lane lanes_[2];
+  void before_run(Ticket t) override {
+    if (t == 1 && slow_first > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(slow_first.load()));
+    if (jitter_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(t * 7919 % jitter_us));
+  }
+
+ private:
+  std::atomic<int> max_unfinished_{0};  // written under the device's lock
 };
 
 // The cpu backend's devices behind AsyncDevice.
 struct AsyncRig : Rig {
   AsyncRig(int devices, std::size_t device_bytes, bool discrete = false)
-      : Rig(devices, device_bytes, 0, "cpu", [discrete](backend::Device& d) {
-          auto a = std::make_unique<AsyncDevice>(d);
-          a->discrete = discrete;
-          return a;
-        }) {}
+      : Rig(devices, device_bytes, 0, "cpu",
+            [discrete](backend::Device& d) { return std::make_unique<AsyncDevice>(d, discrete); }) {
+  }
   AsyncDevice& async(int i) { return static_cast<AsyncDevice&>(*wrappers.at(i)); }
 };
 

@@ -70,6 +70,7 @@ class Driver {
   void add_native(std::shared_ptr<const plan::Executable> executable, const std::string& name);
   /// The ranks of this run and their devices (one, this process, outside mpirun).
   std::vector<RankInfo> ranks() const;
+  int rank_count() const;
 
   void wait(plan::TaskId task);
   bool is_done(plan::TaskId task) const;
@@ -83,8 +84,6 @@ class Driver {
  private:
   plan::TaskId submit(plan::Plan plan);
   void write_trace() noexcept;
-
-  RankInfo self() const;
 
   Config config_;
   std::unique_ptr<backend::Backend> backend_;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "gridspan/backend/device.hpp"
 #include "gridspan/core/config.hpp"
 #include "gridspan/net/transport.hpp"
 #include "gridspan/net/wire.hpp"
@@ -32,6 +33,8 @@ struct RankInfo {
   std::vector<std::size_t> device_memory;  // each device's budget
   std::size_t host_memory = 0;             // the host space's limit for spilled chunks
 };
+/// This process's rank as a hello describes it.
+RankInfo describe_rank(int rank, backend::Backend& backend, const MemoryManager& memory);
 void write_rank_info(net::Writer& w, const RankInfo& info);
 RankInfo read_rank_info(net::Reader& r);
 

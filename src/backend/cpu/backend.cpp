@@ -39,7 +39,7 @@ class CpuBackend final : public Backend {
     for (int d = 0; d < config.cpu_devices; ++d) {
       auto device = std::make_unique<cpu::CpuDevice>(d, capacity, threads);
       if (config.cpu_async)
-        devices_.push_back(std::make_unique<cpu::LaneDevice>(std::move(device)));
+        devices_.push_back(std::make_unique<cpu::LaneDevice>(std::move(device), true));
       else
         devices_.push_back(std::move(device));
     }

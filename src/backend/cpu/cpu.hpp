@@ -74,31 +74,33 @@ class CpuDevice final : public Device {
   std::vector<std::thread> threads_;
 };
 
-/// A cpu device that behaves as a GPU does (GRIDSPAN_CPU_ASYNC), to run without a GPU what
-/// only a GPU would: works go to lanes (two for compute, one per direction for transfers,
-/// as the cuda backend's streams) and run there later, in order per lane and after the
-/// works they are ordered behind (`after`); submit returns at once and `done` is called
-/// from the lane. Device memory is apart from host memory (the memory manager copies
-/// between them, as for a GPU).
-class LaneDevice final : public Device {
+/// A device that behaves as a GPU does (GRIDSPAN_CPU_ASYNC wraps the cpu backend's in it),
+/// to run without a GPU what only a GPU would: works go to lanes (two for compute, one per
+/// direction for transfers, as the cuda backend's streams) and run there later, in order
+/// per lane and after the works they are ordered behind (`after`); submit returns at once
+/// and `done` is called from the lane. `discrete`: device memory apart from host memory
+/// (the memory manager copies between them, as for a GPU); else the inner device's model.
+/// Region operations are the inner device's. Tests derive from it to slow works down.
+class LaneDevice : public Device {
  public:
-  explicit LaneDevice(std::unique_ptr<CpuDevice> inner);
+  LaneDevice(Device& inner, bool discrete);
+  LaneDevice(std::unique_ptr<Device> inner, bool discrete);
   ~LaneDevice() override;  // runs what was submitted, then joins the lanes
 
-  int index() const override { return inner_->index(); }
-  std::string name() const override { return inner_->name(); }
-  std::size_t memory_capacity() const override { return inner_->memory_capacity(); }
-  bool unified() const override { return false; }
+  int index() const override { return inner_.index(); }
+  std::string name() const override { return inner_.name(); }
+  std::size_t memory_capacity() const override { return inner_.memory_capacity(); }
+  bool unified() const override { return !discrete_ && inner_.unified(); }
   bool asynchronous() const override { return true; }
-  void* allocate(std::size_t bytes) override { return inner_->allocate(bytes); }
-  void deallocate(void* p, std::size_t bytes) override { inner_->deallocate(p, bytes); }
-  void* allocate_host(std::size_t bytes) override { return inner_->allocate_host(bytes); }
-  void deallocate_host(void* p, std::size_t bytes) override { inner_->deallocate_host(p, bytes); }
+  void* allocate(std::size_t bytes) override { return inner_.allocate(bytes); }
+  void deallocate(void* p, std::size_t bytes) override { inner_.deallocate(p, bytes); }
+  void* allocate_host(std::size_t bytes) override { return inner_.allocate_host(bytes); }
+  void deallocate_host(void* p, std::size_t bytes) override { inner_.deallocate_host(p, bytes); }
   void copy_to_host(void* host, const void* device, std::size_t bytes) override {
-    inner_->copy_to_host(host, device, bytes);
+    inner_.copy_to_host(host, device, bytes);
   }
   void copy_from_host(void* device, const void* host, std::size_t bytes) override {
-    inner_->copy_from_host(device, host, bytes);
+    inner_.copy_from_host(device, host, bytes);
   }
   Ticket submit(std::function<void()> work, std::function<void(std::exception_ptr)> done,
                 const std::vector<Ticket>& after) override {
@@ -109,26 +111,32 @@ class LaneDevice final : public Device {
                    const std::vector<Ticket>& after) override;
   void copy(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
             const Rect& region, std::size_t elem_size) override {
-    inner_->copy(dst, dst_rect, src, src_rect, region, elem_size);
+    inner_.copy(dst, dst_rect, src, src_rect, region, elem_size);
   }
   void fill(void* dst, const Rect& dst_rect, const Rect& region, const void* value,
             std::size_t elem_size) override {
-    inner_->fill(dst, dst_rect, region, value, elem_size);
+    inner_.fill(dst, dst_rect, region, value, elem_size);
   }
   void combine(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
                annotation::ReduceOp op, DType dtype) override {
-    inner_->combine(dst, dst_rect, src, src_rect, op, dtype);
+    inner_.combine(dst, dst_rect, src, src_rect, op, dtype);
   }
   void upload(void* dst, const Rect& dst_rect, const void* host, const Rect& host_rect,
               const Rect& region, std::size_t elem_size) override {
-    inner_->upload(dst, dst_rect, host, host_rect, region, elem_size);
+    inner_.upload(dst, dst_rect, host, host_rect, region, elem_size);
   }
   void download(void* host, const Rect& host_rect, const void* src, const Rect& src_rect,
                 const Rect& region, std::size_t elem_size) override {
-    inner_->download(host, host_rect, src, src_rect, region, elem_size);
+    inner_.download(host, host_rect, src, src_rect, region, elem_size);
   }
   void synchronize() override {}
   void* stream() const override { return nullptr; }
+
+ protected:
+  /// Called with each submitted work's ticket and the works unfinished then (its own too).
+  virtual void submitted(Ticket, std::size_t /*unfinished*/) {}
+  /// Called on the lane just before a work runs.
+  virtual void before_run(Ticket) {}
 
  private:
   struct Work {
@@ -141,10 +149,13 @@ class LaneDevice final : public Device {
     std::deque<Work> queue;
     std::thread thread;
   };
+  void start();
   void run(Lane& lane);
   bool finished(Ticket t) const { return t <= last_ && !unfinished_.count(t); }
 
-  std::unique_ptr<CpuDevice> inner_;
+  std::unique_ptr<Device> owned_;
+  Device& inner_;
+  const bool discrete_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::set<Ticket> unfinished_;

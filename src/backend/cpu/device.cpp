@@ -163,7 +163,16 @@ void CpuDevice::executor_loop() {
 
 // --- LaneDevice ---------------------------------------------------------------------
 
-LaneDevice::LaneDevice(std::unique_ptr<CpuDevice> inner) : inner_(std::move(inner)) {
+LaneDevice::LaneDevice(Device& inner, bool discrete) : inner_(inner), discrete_(discrete) {
+  start();
+}
+
+LaneDevice::LaneDevice(std::unique_ptr<Device> inner, bool discrete)
+    : owned_(std::move(inner)), inner_(*owned_), discrete_(discrete) {
+  start();
+}
+
+void LaneDevice::start() {
   for (Lane& lane : lanes_) lane.thread = std::thread([this, &lane] { run(lane); });
 }
 
@@ -191,6 +200,7 @@ Device::Ticket LaneDevice::submit_on(Queue queue, std::function<void()> work,
                : queue == Queue::from_host ? lanes_[3]
                                            : lanes_[next_compute_++ % 2];
   unfinished_.insert(t);
+  submitted(t, unfinished_.size());
   lane.queue.push_back(Work{t, std::move(work), std::move(done), after});
   changed_.notify_all();
   return t;
@@ -209,6 +219,7 @@ void LaneDevice::run(Lane& lane) {
     Work w = std::move(lane.queue.front());
     lane.queue.pop_front();
     lock.unlock();
+    before_run(w.ticket);
     std::exception_ptr error;
     try {
       w.work();
