@@ -13,6 +13,11 @@
 
 namespace gridspan::backend {
 
+void Device::copy_shared(void*, const Rect&, const std::vector<unsigned char>&, const Rect&,
+                         const Rect&, std::size_t) {
+  throw SharingError(fmt::format("{} cannot reach the memory of another process", name()));
+}
+
 std::unique_ptr<Backend> make_backend(const Config& config) {
   if (config.backend == "cpu") return make_cpu_backend(config);
   if (config.backend != "auto" && config.backend != "cuda")

@@ -11,33 +11,10 @@ namespace gridspan::backend {
 
 namespace {
 
-// Calls f(dst_offset, src_offset, run_elems) for every contiguous run of `region`.
-template <class F>
-void for_runs(const Rect& dst_rect, const Rect& src_rect, const Rect& region, F&& f) {
-  if (region.empty()) return;
-  int rank = region.rank;
-  if (rank == 0) {
-    f(int64_t(0), int64_t(0), int64_t(1));
-    return;
-  }
-  int last = rank - 1;
-  int64_t run = region.extent(last);
-  Point p = region.lo;
-  while (true) {
-    f(dst_rect.offset_of(p), src_rect.offset_of(p), run);
-    int a = last - 1;
-    for (; a >= 0; --a) {
-      if (++p[a] < region.hi[a]) break;
-      p[a] = region.lo[a];
-    }
-    if (a < 0) return;
-  }
-}
-
 template <class T, class Op>
 void combine_typed(T* dst, const Rect& dr, const T* src, const Rect& sr, const Rect& region,
                    Op op) {
-  for_runs(dr, sr, region, [&](int64_t d, int64_t s, int64_t n) {
+  for_each_run(dr, sr, region, [&](int64_t d, int64_t s, int64_t n) {
     for (int64_t i = 0; i < n; ++i) dst[d + i] = op(dst[d + i], src[s + i]);
   });
 }
@@ -71,7 +48,7 @@ template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
 void combine_16(uint16_t* dst, const Rect& dr, const uint16_t* src, const Rect& sr,
                 const Rect& region, annotation::ReduceOp op) {
   using annotation::ReduceOp;
-  for_runs(dr, sr, region, [&](int64_t d, int64_t s, int64_t n) {
+  for_each_run(dr, sr, region, [&](int64_t d, int64_t s, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
       float a = ToF(dst[d + i]), b = ToF(src[s + i]), r = a;
       switch (op) {
@@ -101,7 +78,7 @@ void copy_region(void* dst, const Rect& dst_rect, const void* src, const Rect& s
                  const Rect& region, std::size_t elem_size) {
   auto* d = static_cast<unsigned char*>(dst);
   auto* s = static_cast<const unsigned char*>(src);
-  for_runs(dst_rect, src_rect, region, [&](int64_t doff, int64_t soff, int64_t n) {
+  for_each_run(dst_rect, src_rect, region, [&](int64_t doff, int64_t soff, int64_t n) {
     std::memcpy(d + doff * elem_size, s + soff * elem_size, n * elem_size);
   });
 }
@@ -109,7 +86,7 @@ void copy_region(void* dst, const Rect& dst_rect, const void* src, const Rect& s
 void fill_region(void* dst, const Rect& dst_rect, const Rect& region, const void* value,
                  std::size_t elem_size) {
   auto* d = static_cast<unsigned char*>(dst);
-  for_runs(dst_rect, dst_rect, region, [&](int64_t off, int64_t, int64_t n) {
+  for_each_run(dst_rect, dst_rect, region, [&](int64_t off, int64_t, int64_t n) {
     unsigned char* p = d + off * elem_size;
     bool zero = true;
     for (std::size_t b = 0; b < elem_size; ++b)

@@ -154,6 +154,16 @@ Config Config::with_env() const {
       throw ConfigError(fmt::format(
           "GRIDSPAN_MPI='{}' is not a flag; give on (one run over every rank) or off", v));
   }
+  if (const char* v = env("GRIDSPAN_SHARE_MEMORY")) {
+    if (auto f = parse_flag(v))
+      c.share_memory = *f;
+    else
+      throw ConfigError(fmt::format(
+          "GRIDSPAN_SHARE_MEMORY='{}' is not a flag; give on (ranks of one node copy from each "
+          "other's devices) or off (every transfer goes through MPI)",
+          v));
+  }
+  if (const char* v = env("GRIDSPAN_SHARE_MIN")) c.share_min = parse_size(v, "GRIDSPAN_SHARE_MIN");
   if (const char* v = env("GRIDSPAN_CHECK")) {
     if (auto f = parse_flag(v))
       c.check = *f;

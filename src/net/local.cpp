@@ -24,6 +24,11 @@ class LocalTransport final : public Transport {
       : rank_(rank), boxes_(std::move(boxes)) {}
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(boxes_->size()); }
+  std::vector<int> node_peers() const override {  // one process: one node
+    std::vector<int> all(boxes_->size());
+    for (int r = 0; r < size(); ++r) all[r] = r;
+    return all;
+  }
 
   void send(int to, uint32_t tag, Bytes body) override {
     if (to < 0 || to >= size())

@@ -99,6 +99,18 @@ class MpiTransport final : public Transport {
         MPI_SUCCESS) {
       MPI_Comm_rank(node, &node_rank_);
       MPI_Comm_size(node, &node_size_);
+      // Their ranks in the run.
+      MPI_Group node_group, world_group;
+      MPI_Comm_group(node, &node_group);
+      MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+      std::vector<int> local(node_size_);
+      node_peers_.assign(node_size_, MPI_UNDEFINED);
+      for (int i = 0; i < node_size_; ++i) local[i] = i;
+      MPI_Group_translate_ranks(node_group, node_size_, local.data(), world_group,
+                                node_peers_.data());
+      MPI_Group_free(&node_group);
+      MPI_Group_free(&world_group);
+      std::erase(node_peers_, MPI_UNDEFINED);
       MPI_Comm_free(&node);
     }
     progress_ = std::thread([this] { progress_loop(); });
@@ -118,6 +130,9 @@ class MpiTransport final : public Transport {
   int size() const override { return size_; }
   int node_rank() const override { return node_rank_; }
   int node_size() const override { return node_size_; }
+  std::vector<int> node_peers() const override {
+    return node_peers_.empty() ? std::vector<int>{rank_} : node_peers_;
+  }
 
   // MPI_Abort from the progress thread (the only one that calls MPI); if that thread is
   // stuck, this process ends alone and mpirun ends the others.
@@ -331,6 +346,7 @@ class MpiTransport final : public Transport {
   const std::size_t max_piece_;
   bool owns_mpi_ = false;
   int rank_ = 0, size_ = 1, node_rank_ = 0, node_size_ = 1;
+  std::vector<int> node_peers_;
   std::mutex mutex_;
   std::optional<int> abort_code_;
   std::condition_variable wake_, arrived_;

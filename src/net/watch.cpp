@@ -52,14 +52,13 @@ class WatchedTransport final : public Transport {
   int size() const override { return inner_->size(); }
   int node_rank() const override { return inner_->node_rank(); }
   int node_size() const override { return inner_->node_size(); }
+  std::vector<int> node_peers() const override { return inner_->node_peers(); }
   [[noreturn]] void abort(int code) override {
     inner_->abort(code);
     std::_Exit(code);  // not reached
   }
 
-  void send(int to, uint32_t tag, Bytes body) override {
-    inner_->send(to, tag, std::move(body));
-  }
+  void send(int to, uint32_t tag, Bytes body) override { inner_->send(to, tag, std::move(body)); }
 
   std::optional<Message> receive(std::chrono::milliseconds timeout) override {
     const auto deadline = Clock::now() + timeout;

@@ -148,6 +148,7 @@ void write_payload(Writer& w, const Task& t, const IdOfExecutable& id_of) {
           for (uint32_t o : offsets) w.u32(o);
         } else if constexpr (std::is_same_v<P, plan::Send>) {
           write_transfer(w, p.src, p.region, p.elem_size, p.to, p.transfer);
+          w.u8(p.to_device ? 1 : 0);
         } else if constexpr (std::is_same_v<P, plan::Recv>) {
           write_transfer(w, p.dst, p.region, p.elem_size, p.from, p.transfer);
         } else if constexpr (std::is_same_v<P, plan::RecvHost>) {
@@ -245,7 +246,8 @@ plan::Payload read_payload(Reader& r, const ExecutableOfId& executable_of) {
   if (kind == payload_index<plan::Barrier>()) return plan::Barrier{};
   if (kind == payload_index<plan::Send>()) {
     Transfer t = read_transfer(r, "send");
-    return plan::Send{t.chunk, t.region, t.elem_size, t.rank, t.transfer};
+    const bool to_device = r.u8("send's receiver kind") != 0;
+    return plan::Send{t.chunk, t.region, t.elem_size, t.rank, t.transfer, to_device};
   }
   if (kind == payload_index<plan::Recv>()) {
     Transfer t = read_transfer(r, "receive");

@@ -141,7 +141,8 @@ std::vector<std::vector<Task>> PlanSplitter::split(std::vector<Task> tasks) {
     if (auto* c = std::get_if<Copy>(&t.payload)) {
       auto [src_rank, src_device] = chunk_rank(t, c->src.id);
       if (src_rank != r) {
-        emit(t, src_rank, pl.local[src_device], Send{c->src, c->region, c->elem_size, r, t.id});
+        emit(t, src_rank, pl.local[src_device],
+             Send{c->src, c->region, c->elem_size, r, t.id, true});
         emit(t, r, device, Recv{c->dst, c->region, c->elem_size, src_rank, t.id});
         continue;
       }

@@ -30,6 +30,7 @@ Cluster::Cluster(Process& process, const Config& config, Worker& local, RankInfo
   service_ = std::make_unique<WorkerService>(
       transport_, local_, nullptr, [this](const BarrierReport& r) { on_report(r); }, 0);
   service_->on_error([this](const RankError& e) { on_error(e); });
+  if (config.share_memory) service_->share_with(transport_.node_peers(), config.share_min);
   service_->on_message([this](net::Message& m) { return on_message(m); });
   net::Writer w;
   write_config(w, config);

@@ -35,6 +35,8 @@ void write_config(net::Writer& w, const Config& c) {
   w.str(c.cxx);
   w.u8(static_cast<uint8_t>(c.log_level));
   w.u64(static_cast<uint64_t>(c.net_timeout * 1000));
+  w.u8(c.share_memory);
+  w.u64(c.share_min);
 }
 
 Config read_config(net::Reader& r) {
@@ -56,6 +58,8 @@ Config read_config(net::Reader& r) {
   if (level > static_cast<uint8_t>(LogLevel::debug)) r.fail(fmt::format("log level {}", level));
   c.log_level = static_cast<LogLevel>(level);
   c.net_timeout = static_cast<double>(r.u64("net timeout")) / 1000;
+  c.share_memory = r.u8("share memory flag") != 0;
+  c.share_min = r.u64("share minimum");
   c.trace_file.clear();  // the driver's rank traces its own worker only
   return c;
 }
@@ -250,6 +254,7 @@ std::optional<int> Process::serve_session(const net::Message& open) {
     worker = std::make_unique<Worker>(devices, *memory, config.staging_bytes, config.stream_order);
     service = std::make_unique<WorkerService>(*transport_, *worker, nullptr, nullptr, driver);
     service->compile_with(backend.get());
+    if (config.share_memory) service->share_with(transport_->node_peers(), config.share_min);
     service->on_message([&](net::Message& m) {
       if (m.tag != tag::stats_request) return false;
       net::Writer w;

@@ -41,6 +41,41 @@ void WorkerService::send(int to, plan::TransferId transfer, Bytes data) {
   transport_.send(to, tag::data, std::move(data));
 }
 
+void WorkerService::share_with(const std::vector<int>& peers, std::size_t min_bytes) {
+  std::lock_guard lock(share_mutex_);
+  shares_.assign(transport_.size(), 0);
+  for (int r : peers)
+    if (r >= 0 && r < transport_.size() && r != transport_.rank()) shares_[r] = 1;
+  share_min_ = min_bytes;
+}
+
+bool WorkerService::may_share(int to, std::size_t bytes) const {
+  std::lock_guard lock(share_mutex_);
+  return to >= 0 && std::size_t(to) < shares_.size() && shares_[to] && bytes >= share_min_;
+}
+
+void WorkerService::send_shared(int to, plan::TransferId transfer, const Rect& rect,
+                                std::vector<unsigned char> shared) {
+  net::Writer w;
+  w.u64(transfer);
+  w.rect(rect);
+  w.bytes(shared.data(), shared.size());
+  transport_.send(to, tag::shared, std::move(w.buffer()));
+}
+
+void WorkerService::shared_done(int to, plan::TransferId transfer, SharedReply reply) {
+  net::Writer w;
+  w.u64(transfer);
+  w.u8(static_cast<uint8_t>(reply));
+  transport_.send(to, tag::shared_done, std::move(w.buffer()));
+}
+
+void WorkerService::recall_shared(int to, plan::TransferId transfer) {
+  net::Writer w;
+  w.u64(transfer);
+  transport_.send(to, tag::shared_recall, std::move(w.buffer()));
+}
+
 void WorkerService::fail(int to, plan::TransferId transfer, const std::exception_ptr& error) {
   net::Writer w;
   w.u64(transfer);
@@ -209,6 +244,37 @@ void WorkerService::dispatch_loop() {
           const plan::TransferId transfer = r.u64("transfer number");
           m->body.shrink(8);
           worker_.deliver(transfer, std::move(m->body));
+          break;
+        }
+        case tag::shared: {
+          net::Reader r(m->body.data(), m->body.size(), "lent memory message");
+          const plan::TransferId transfer = r.u64("transfer number");
+          const Rect rect = r.rect("lent box");
+          std::vector<unsigned char> shared = r.bytes("lent memory", 4096);
+          r.finish();
+          worker_.deliver_shared(transfer, m->source, rect, std::move(shared));
+          break;
+        }
+        case tag::shared_done: {
+          net::Reader r(m->body.data(), m->body.size(), "lent memory done message");
+          const plan::TransferId transfer = r.u64("transfer number");
+          const uint8_t reply = r.u8("reply");
+          r.finish();
+          if (reply > static_cast<uint8_t>(SharedReply::declined))
+            r.fail(fmt::format("reply {} to lent memory", reply));
+          if (reply == static_cast<uint8_t>(SharedReply::unreachable)) {
+            // That rank cannot reach this one's memory: bytes from now on.
+            std::lock_guard lock(share_mutex_);
+            if (std::size_t(m->source) < shares_.size()) shares_[m->source] = 0;
+          }
+          worker_.shared_done(transfer, static_cast<SharedReply>(reply));
+          break;
+        }
+        case tag::shared_recall: {
+          net::Reader r(m->body.data(), m->body.size(), "lent memory recall");
+          const plan::TransferId transfer = r.u64("transfer number");
+          r.finish();
+          worker_.recall_shared(transfer);
           break;
         }
         case tag::data_failed: {

@@ -105,6 +105,11 @@ Worker::~Worker() {
   }
   wake_scheduler_.notify_all();
   scheduler_.join();
+  if (stats_.transfers_lent + stats_.transfers_refused > 0)
+    log::info(
+        "{} transfers copied by their receivers from this rank's memory, {} of them "
+        "declined or out of reach (sent through the host instead)",
+        stats_.transfers_lent + stats_.transfers_refused, stats_.transfers_refused);
   // Executor threads belong to the backend and may still be leaving a completion callback.
   while (callbacks_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
 }
@@ -145,6 +150,7 @@ void Worker::submit(std::vector<Task>&& tasks) {
     if (const plan::TransferId* transfer = awaited_transfer(node->task)) {
       // Its data are one more thing to wait for, unless they came first (or failed).
       if (auto a = arrived_.find(*transfer); a != arrived_.end()) {
+        if (auto h = held_.find(*transfer); h != held_.end()) h->second.node = node;
         take(*node, std::move(a->second));
         arrived_.erase(a);
       } else {
@@ -262,6 +268,9 @@ void Worker::process(std::deque<Node*>& work, int here) {
           } else if (auto* d = std::get_if<plan::DeleteChunk>(&t.payload)) {
             memory_.destroy(d->chunk);
           } else if (auto* h = std::get_if<plan::RecvHost>(&t.payload)) {
+            if (!node->shared.empty())
+              throw NetError(
+                  fmt::format("internal error: task {} (RecvHost) got lent device memory", t.id));
             check_transfer_size(t, node->transfer.size(), h->region, h->elem_size);
             backend::copy_region(h->dst, h->dst_rect, node->transfer.data(), h->region, h->region,
                                  h->elem_size);
@@ -292,6 +301,7 @@ void Worker::process(std::deque<Node*>& work, int here) {
       if (staged_tasks_[dev] > 0 && staged_bytes_[dev] + node->staged_bytes > staging_limit_[dev]) {
         ++stats_.stage_retries;
         blocked_.push_back(node);
+        if (!held_.empty() || !lent_.empty()) ease_memory();
         continue;
       }
       // Reserve the admission, then stage: at once when every chunk is resident, else
@@ -323,10 +333,12 @@ void Worker::process(std::deque<Node*>& work, int here) {
       if (!error && !staged) {
         ++stats_.stage_retries;
         // Something unstaged while it tried: try again now, or it would wait for the next.
-        if (unstage_epoch_ != epoch)
+        if (unstage_epoch_ != epoch) {
           work.push_back(node);
-        else
+        } else {
           blocked_.push_back(node);
+          if (!held_.empty() || !lent_.empty()) ease_memory();
+        }
         continue;
       }
     }
@@ -340,6 +352,14 @@ void Worker::process(std::deque<Node*>& work, int here) {
       }
       continue;
     }
+    // A Send that lends its memory, and a Recv that copies lent memory, end only once the
+    // other side is done: nothing may be queued on the device behind them.
+    if (auto* send = std::get_if<plan::Send>(&t.payload))
+      node->lends = send->to_device && link_ &&
+                    link_->may_share(send->to, static_cast<std::size_t>(send->region.volume()) *
+                                                   send->elem_size);
+    else if (std::holds_alternative<plan::Recv>(t.payload) && !node->shared.empty())
+      node->lends = true, held_.erase(std::get<plan::Recv>(t.payload).transfer);
     if (dev == here && !devices_[dev]->asynchronous()) {
       lock.unlock();
       std::exception_ptr e;
@@ -348,10 +368,13 @@ void Worker::process(std::deque<Node*>& work, int here) {
       } catch (...) {
         e = std::current_exception();
       }
-      after_run(node, e);
-      unstage(node, e);
-      lock.lock();
-      finish(node, e, work);
+      if (after_run(node, e)) {
+        unstage(node, e);
+        lock.lock();
+        finish(node, e, work);
+      } else {
+        lock.lock();
+      }
     } else {
       // Dependencies still running were queued on this device before: it orders this work
       // after them itself (stream waits on a GPU), without a round trip through the host.
@@ -365,25 +388,8 @@ void Worker::process(std::deque<Node*>& work, int here) {
           queue_of(t), [this, node] { run_task(node); },
           [this, node, dev](std::exception_ptr e) {
             callbacks_.fetch_add(1, std::memory_order_relaxed);
-            after_run(node, e);
-            unstage(node, e);
-            std::deque<Node*> next;
-            {
-              std::lock_guard<AdaptiveMutex> lock(mutex_);
-              if (node->missing > 0) {
-                // Done on the device before a dependency was
-                // reported done: it is reported after that one
-                // (and fails with it).
-                node->ran = true;
-                node->run_error = e;
-              } else {
-                finish(node, e, next);
-              }
-              if (next.empty() && progress_ && !blocked_.empty()) wake_scheduler_.notify_one();
-            }
-            if (!next.empty()) process(next, dev);
-            // The last touch of the worker: its destructor waits
-            // for it.
+            if (after_run(node, e)) complete(node, e, dev);
+            // The last touch of the worker: its destructor waits for it.
             callbacks_.fetch_sub(1, std::memory_order_release);
           },
           after);
@@ -439,26 +445,185 @@ void Worker::check_transfer(Node* node, std::exception_ptr& error) {
 }
 
 // After a task ran on its device (without the lock): a Send's data go to their rank now
-// that the device has read them.
-void Worker::after_run(Node* node, std::exception_ptr& error) {
-  if (check_transfers_ && !error) check_transfer(node, error);
-  auto* s = std::get_if<plan::Send>(&node->task.payload);
-  if (!s || error) return;
-  DataLink* link;
-  {
-    std::lock_guard<AdaptiveMutex> lock(mutex_);
-    link = link_;  // connected before any Send is submitted, disconnected when idle
+// that the device has read them (or where they lie, when it lends them); a Recv that
+// copied lent memory tells the sender it is done with it.
+bool Worker::after_run(Node* node, std::exception_ptr& error) {
+  if (check_transfers_ && !error && node->shared.empty()) check_transfer(node, error);
+  const Task& t = node->task;
+  if (auto* r = std::get_if<plan::Recv>(&t.payload); r && !node->shared.empty()) {
+    DataLink* link = this->link();
+    try {
+      if (!link)
+        throw NetError(
+            fmt::format("internal error: task {} copied lent memory, but "
+                        "this worker has no connection to other processes",
+                        t.id));
+      if (node->share_refused && !error) {
+        // Out of this device's reach: the bytes come the long way; the Recv, still staged,
+        // waits for them (registered before it asks, as they may come at once).
+        node->shared.clear();
+        node->refetch = true;
+        {
+          std::lock_guard<AdaptiveMutex> lock(mutex_);
+          awaiting_[r->transfer] = node;
+        }
+        try {
+          link->shared_done(r->from, r->transfer, SharedReply::unreachable);
+        } catch (...) {
+          std::lock_guard<AdaptiveMutex> lock(mutex_);
+          if (awaiting_.erase(r->transfer)) throw;
+          return false;  // failed by fail_transfers meanwhile: that finishes it
+        }
+        return false;
+      }
+      if (!node->share_refused) devices_[t.device]->release_shared(node->shared);
+      node->shared.clear();
+      link->shared_done(r->from, r->transfer, SharedReply::copied);
+    } catch (...) {
+      node->refetch = false;
+      if (!error) error = std::current_exception();
+    }
+    return true;
   }
+  auto* s = std::get_if<plan::Send>(&t.payload);
+  if (!s || error) return true;
+  DataLink* link = this->link();
   try {
     if (!link)
       throw NetError(
           fmt::format("internal error: task {} sends to rank {}, but this worker has "
                       "no connection to other processes",
-                      node->task.id, s->to));
+                      t.id, s->to));
+    if (!node->shared.empty()) {
+      // The receiver copies from this device; the Send ends when it says so.
+      {
+        std::lock_guard<AdaptiveMutex> lock(mutex_);
+        lent_[s->transfer] = node;
+      }
+      try {
+        link->send_shared(s->to, s->transfer, node->shared_rect, node->shared);
+      } catch (...) {
+        std::lock_guard<AdaptiveMutex> lock(mutex_);
+        if (lent_.erase(s->transfer)) throw;
+        return false;  // failed by fail_transfers meanwhile: that finishes it
+      }
+      return false;
+    }
     link->send(s->to, s->transfer, std::move(node->transfer));
   } catch (...) {
     error = std::current_exception();
   }
+  return true;
+}
+
+DataLink* Worker::link() const {
+  std::lock_guard<AdaptiveMutex> lock(mutex_);
+  return link_;  // connected before any Send is submitted, disconnected when idle
+}
+
+// Unstages a task that ran and finishes it (or, when a dependency is not reported done
+// yet, marks it to finish after that one); the successors it made ready run here.
+void Worker::complete(Node* node, std::exception_ptr error, int dev) {
+  unstage(node, error);
+  std::deque<Node*> next;
+  {
+    std::lock_guard<AdaptiveMutex> lock(mutex_);
+    if (node->missing > 0) {
+      // Done on the device before a dependency was reported done: it is reported after
+      // that one (and fails with it).
+      node->ran = true;
+      node->run_error = error;
+    } else {
+      finish(node, error, next);
+    }
+    if (next.empty() && progress_ && !blocked_.empty()) wake_scheduler_.notify_one();
+  }
+  if (!next.empty()) process(next, dev);
+}
+
+// A staged task's work once more (a Send that sends its bytes after all, a Recv that got
+// them): queued on its device alone, as nothing was queued behind it.
+void Worker::relaunch(Node* node) {
+  const int dev = node->task.device;
+  devices_[dev]->submit_on(
+      queue_of(node->task), [this, node] { run_task(node); },
+      [this, node, dev](std::exception_ptr e) {
+        callbacks_.fetch_add(1, std::memory_order_relaxed);
+        if (after_run(node, e)) complete(node, e, dev);
+        callbacks_.fetch_sub(1, std::memory_order_release);
+      },
+      {});
+}
+
+void Worker::deliver_shared(plan::TransferId transfer, int from, const Rect& rect,
+                            std::vector<unsigned char> shared) {
+  if (shared.empty())
+    throw NetError(fmt::format("transfer {}: lent memory without a description", transfer));
+  arrive(transfer, Arrival{{}, nullptr, std::move(shared), rect, from});
+}
+
+void Worker::shared_done(plan::TransferId transfer, SharedReply reply) {
+  const bool copied = reply == SharedReply::copied;
+  Node* node = nullptr;
+  {
+    std::lock_guard<AdaptiveMutex> lock(mutex_);
+    auto it = lent_.find(transfer);
+    if (it == lent_.end())
+      throw NetError(fmt::format(
+          "transfer {}: the receiver is done with memory this rank does not lend", transfer));
+    node = it->second;
+    lent_.erase(it);
+    ++(copied ? stats_.transfers_lent : stats_.transfers_refused);
+  }
+  callbacks_.fetch_add(1, std::memory_order_relaxed);
+  node->shared.clear();
+  node->recalled = false;
+  if (copied) {
+    complete(node, nullptr, -1);
+  } else {
+    node->share_refused = true;  // the bytes, read on the device as for any Send
+    relaunch(node);
+  }
+  callbacks_.fetch_sub(1, std::memory_order_release);
+}
+
+void Worker::recall_shared(plan::TransferId transfer) {
+  std::lock_guard<AdaptiveMutex> lock(mutex_);
+  decline(transfer);  // a copy begun (or done) ends on its own
+}
+
+void Worker::ease_memory() {
+  std::vector<plan::TransferId> held;
+  for (const auto& [transfer, h] : held_) held.push_back(transfer);
+  for (plan::TransferId t : held) decline(t);
+  if (!link_) return;
+  for (auto& [transfer, node] : lent_)
+    if (!node->recalled) {
+      node->recalled = true;
+      link_->recall_shared(std::get<plan::Send>(node->task.payload).to, transfer);
+    }
+}
+
+// Lent memory a Recv holds but has not begun to copy goes back (the bytes come instead),
+// unless the Recv is on its way to its device already (in a work list).
+bool Worker::decline(plan::TransferId transfer) {
+  auto it = held_.find(transfer);
+  if (it == held_.end()) return false;
+  auto [node, from] = it->second;
+  if (!node) {
+    arrived_.erase(transfer);  // its Recv, once submitted, waits for the bytes
+  } else {
+    auto b = std::find(blocked_.begin(), blocked_.end(), node);
+    if (node->missing == 0 && b == blocked_.end()) return false;
+    if (b != blocked_.end()) blocked_.erase(b), node->queued = false;
+    node->shared.clear();
+    ++node->missing;
+    ++node->unordered;
+    awaiting_[transfer] = node;
+  }
+  held_.erase(it);
+  if (link_) link_->shared_done(from, transfer, SharedReply::declined);
+  return true;
 }
 
 // Both are read under the lock (by finishing tasks on executor threads): set under it too.
@@ -473,32 +638,56 @@ void Worker::on_barrier(std::function<void(plan::TaskId, std::exception_ptr)> f)
 }
 
 void Worker::deliver_failure(plan::TransferId transfer, std::exception_ptr error) {
-  arrive(transfer, Arrival{{}, std::move(error)});
+  arrive(transfer, Arrival{{}, std::move(error), {}, {}, -1});
 }
 
 void Worker::deliver(plan::TransferId transfer, Bytes data) {
-  arrive(transfer, Arrival{std::move(data), nullptr});
+  arrive(transfer, Arrival{std::move(data), nullptr, {}, {}, -1});
 }
 
 // A transfer's data (or why they won't come) for its Recv, or kept until it is submitted.
 void Worker::arrive(plan::TransferId transfer, Arrival arrival) {
   std::deque<Node*> work;
+  Node* refetched = nullptr;
+  std::exception_ptr refetch_error;
   {
     std::lock_guard<AdaptiveMutex> lock(mutex_);
     auto it = awaiting_.find(transfer);
     if (it == awaiting_.end()) {
+      const int from = arrival.shared.empty() ? -1 : arrival.from;
       if (!arrived_.emplace(transfer, std::move(arrival)).second)
         throw NetError(fmt::format("transfer {} arrived twice", transfer));
+      if (from >= 0) held_[transfer] = Held{nullptr, from};
       return;
     }
     Node* node = it->second;
     awaiting_.erase(it);
-    take(*node, std::move(arrival));
-    --node->unordered;
-    if (--node->missing == 0 && !node->queued && !node->launched) {
-      node->queued = true;
-      work.push_back(node);
+    if (node->refetch) {  // a staged Recv that could not copy lent memory: its bytes
+      node->refetch = false;
+      std::exception_ptr error = arrival.error;
+      take(*node, std::move(arrival));
+      if (!node->shared.empty())
+        error = std::make_exception_ptr(NetError(fmt::format(
+            "transfer {}: lent memory again where its bytes were asked for", transfer)));
+      refetched = node;
+      refetch_error = error;
+    } else {
+      if (!arrival.shared.empty()) held_[transfer] = Held{node, arrival.from};
+      take(*node, std::move(arrival));
+      --node->unordered;
+      if (--node->missing == 0 && !node->queued && !node->launched) {
+        node->queued = true;
+        work.push_back(node);
+      }
     }
+  }
+  if (refetched) {
+    callbacks_.fetch_add(1, std::memory_order_relaxed);
+    if (refetch_error)
+      complete(refetched, refetch_error, -1);
+    else
+      relaunch(refetched);
+    callbacks_.fetch_sub(1, std::memory_order_release);
   }
   if (!work.empty()) process(work, -1);
 }
@@ -509,11 +698,23 @@ void Worker::fail_transfers(const std::exception_ptr& error) {
     std::lock_guard<AdaptiveMutex> lock(mutex_);
     for (const auto& [transfer, node] : awaiting_) waiting.push_back(transfer);
   }
-  for (plan::TransferId t : waiting) arrive(t, Arrival{{}, error});
+  for (plan::TransferId t : waiting) arrive(t, Arrival{{}, error, {}, {}, -1});
+  // Sends whose lent memory would be waited for forever end with the error too.
+  std::vector<Node*> lent;
+  {
+    std::lock_guard<AdaptiveMutex> lock(mutex_);
+    for (const auto& [transfer, node] : lent_) lent.push_back(node);
+    lent_.clear();
+  }
+  callbacks_.fetch_add(1, std::memory_order_relaxed);
+  for (Node* node : lent) complete(node, error, -1);
+  callbacks_.fetch_sub(1, std::memory_order_release);
 }
 
 void Worker::take(Node& node, Arrival arrival) {
   node.transfer = std::move(arrival.data);
+  node.shared = std::move(arrival.shared);
+  node.shared_rect = arrival.shared_rect;
   if (arrival.error && !node.error) node.error = arrival.error;
 }
 
@@ -588,11 +789,32 @@ void Worker::run_payload(Node* node) {
           dev.download(p.dst, p.dst_rect, data(p.src), p.src.rect, p.region, p.elem_size);
         } else if constexpr (std::is_same_v<P, plan::Send>) {
           const std::size_t n = static_cast<std::size_t>(p.region.volume()) * p.elem_size;
+          if (node->lends && !node->share_refused) {
+            // The receiver copies the region from this device itself, if the device can
+            // lend its memory; else the bytes go as for any Send.
+            node->shared =
+                dev.share(data(p.src), static_cast<std::size_t>(p.src.rect.volume()) * p.elem_size);
+            node->shared_rect = p.src.rect;
+            if (!node->shared.empty()) return;
+          }
           // Room for what a DataLink appends (a number); pinned where the backend has it.
           node->transfer = Bytes::uninitialized(n, 16);
           dev.download(node->transfer.data(), p.region, data(p.src), p.src.rect, p.region,
                        p.elem_size);
         } else if constexpr (std::is_same_v<P, plan::Recv>) {
+          if (!node->shared.empty()) {
+            if (!node->shared_rect.contains(p.region))
+              throw NetError(fmt::format("task {} (Recv) of region {}: rank {} lent the box {}",
+                                         t.id, p.region.str(), p.from, node->shared_rect.str()));
+            try {
+              dev.copy_shared(data(p.dst), p.dst.rect, node->shared, node->shared_rect, p.region,
+                              p.elem_size);
+            } catch (const backend::SharingError& e) {
+              node->share_refused = true;  // the sender sends the bytes instead
+              log::info("rank {} sends its data the long way: {}", p.from, e.what());
+            }
+            return;
+          }
           check_transfer_size(t, node->transfer.size(), p.region, p.elem_size);
           dev.upload(data(p.dst), p.dst.rect, node->transfer.data(), p.region, p.region,
                      p.elem_size);
@@ -611,7 +833,7 @@ void Worker::run_payload(Node* node) {
 }
 
 bool Worker::ordered_on_device(const Node& dep, const Node& succ) const {
-  return stream_order_ && dep.launched && dep.task.device == succ.task.device &&
+  return stream_order_ && dep.launched && !dep.lends && dep.task.device == succ.task.device &&
          runs_on_device_alone(succ.task) && devices_[succ.task.device]->asynchronous();
 }
 

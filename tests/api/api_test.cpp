@@ -108,6 +108,18 @@ TEST(Api, ConfigFromTheEnvironment) {
     Env a("GRIDSPAN_CPU_ASYNC", "gpu");
     EXPECT_THROW(gs::Config::from_env(), gs::ConfigError);
   }
+  {
+    EXPECT_TRUE(gs::Config::from_env().share_memory);
+    EXPECT_EQ(gs::Config::from_env().share_min, std::size_t(1) << 20);
+    Env a("GRIDSPAN_SHARE_MEMORY", "off"), b("GRIDSPAN_SHARE_MIN", "64KiB");
+    EXPECT_FALSE(gs::Config::from_env().share_memory);
+    EXPECT_EQ(gs::Config::from_env().share_min, std::size_t(64) << 10);
+  }
+  for (auto [name, bad] :
+       {std::pair{"GRIDSPAN_SHARE_MEMORY", "ipc"}, std::pair{"GRIDSPAN_SHARE_MIN", "a little"}}) {
+    Env a(name, bad);
+    EXPECT_THROW(gs::Config::from_env(), gs::ConfigError) << name;
+  }
 }
 
 // Outside mpirun a run is one process: one worker (this one) with its devices and memory.

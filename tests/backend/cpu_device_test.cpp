@@ -1,5 +1,7 @@
 // The cpu backend's devices (memory, copies, executor threads) and its fiber runner.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -43,6 +45,79 @@ TEST(CpuDevice, CopiesAreMemoryCopies) {
   d.copy_to_host(back.data(), p, 4000);
   EXPECT_EQ(back, src);
   d.deallocate(p, 4000);
+}
+
+// Memory a cpu device lends is copied by another process's device straight from this
+// process (cross-memory attach): a child, forked before the values change here, sees the
+// new ones, region by region. In one process the copy is a plain one. A description that
+// is not a cpu device's cannot be opened (SharingError: the bytes go the long way), and a
+// box larger than what was lent is an error.
+TEST(CpuDevice, AnotherProcessCopiesTheMemoryItLends) {
+  auto g = rng(12);
+  const Rect box(2, {0, 0, 0}, {40, 50, 1}), region(2, {5, 10, 0}, {30, 45, 1});
+  const Rect out_box(2, {3, 8, 0}, {32, 47, 1});
+  CpuDevice d(0, 1 << 20, 1);
+  auto* chunk = static_cast<int*>(d.allocate(box.volume() * 4));
+  std::vector<int> old = random_vector<int>(box.volume(), g);
+  std::memcpy(chunk, old.data(), old.size() * 4);
+  const std::vector<unsigned char> shared = d.share(chunk, box.volume() * 4);
+  ASSERT_FALSE(shared.empty());
+  auto expect_region = [&](const std::vector<int>& out, const std::vector<int>& from) {
+    int wrong = 0;
+    for (int64_t i = out_box.lo[0]; i < out_box.hi[0]; ++i)
+      for (int64_t j = out_box.lo[1]; j < out_box.hi[1]; ++j) {
+        const int got = out[out_box.offset_of(Point{i, j, 0})];
+        const bool inside = region.contains(Point{i, j, 0});
+        wrong += got != (inside ? from[box.offset_of(Point{i, j, 0})] : poison<int>());
+      }
+    return wrong;
+  };
+  {  // one process
+    std::vector<int> out(out_box.volume(), poison<int>());
+    CpuDevice e(1, 1 << 20, 1);
+    e.copy_shared(out.data(), out_box, shared, box, region, 4);
+    EXPECT_EQ(expect_region(out, old), 0);
+  }
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // its copy of `chunk` keeps the old values; the parent's are new
+    char c;
+    if (read(go[0], &c, 1) != 1) _exit(3);
+    std::vector<int> now(old.size());
+    for (std::size_t i = 0; i < old.size(); ++i) now[i] = old[i] * 3 + 7;
+    std::vector<int> out(out_box.volume(), poison<int>());
+    CpuDevice e(1, 1 << 20, 1);
+    try {
+      e.copy_shared(out.data(), out_box, shared, box, region, 4);
+    } catch (const backend::SharingError&) {
+      _exit(2);  // not allowed here (ptrace restrictions)
+    } catch (...) {
+      _exit(4);
+    }
+    _exit(expect_region(out, now) == 0 ? 0 : 1);
+  }
+  for (std::size_t i = 0; i < old.size(); ++i) chunk[i] = old[i] * 3 + 7;
+  ASSERT_EQ(write(go[1], "x", 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  close(go[0]);
+  close(go[1]);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 2) {
+    d.deallocate(chunk, box.volume() * 4);
+    GTEST_SKIP() << "this machine does not let processes read each other's memory";
+  }
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: wrong values, 4: another error";
+  std::vector<int> out(out_box.volume());
+  std::vector<unsigned char> gpu_like = shared;
+  gpu_like[2] = 'c';
+  EXPECT_THROW(d.copy_shared(out.data(), out_box, gpu_like, box, region, 4), backend::SharingError);
+  EXPECT_THROW(
+      d.copy_shared(out.data(), out_box, shared, Rect(2, {0, 0, 0}, {41, 50, 1}), region, 4),
+      NetError);
+  d.deallocate(chunk, box.volume() * 4);
 }
 
 TEST(CpuDevice, SubmitRunsWorkOnExecutorThreadsAndPropagatesExceptions) {

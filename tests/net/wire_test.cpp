@@ -117,7 +117,8 @@ Task random_task(std::mt19937_64& g, std::size_t kind, const Kernels& k) {
       break;
     }
     case 9:
-      t.payload = plan::Send{random_chunk(g), random_rect(g), 1 + g() % 16, int(g() % 64), g()};
+      t.payload = plan::Send{random_chunk(g), random_rect(g), 1 + g() % 16, int(g() % 64), g(),
+                             g() % 2 == 0};
       break;
     case 10:
       t.payload = plan::Recv{random_chunk(g), random_rect(g), 1 + g() % 16, int(g() % 64), g()};
@@ -174,6 +175,7 @@ void expect_same(const Task& a, const Task& b) {
           EXPECT_EQ(p.region, q.region);
           EXPECT_EQ(p.elem_size, q.elem_size);
           EXPECT_EQ(p.to, q.to);
+          EXPECT_EQ(p.to_device, q.to_device);
           EXPECT_EQ(p.transfer, q.transfer);
         } else if constexpr (std::is_same_v<P, plan::Recv>) {
           expect_same(p.dst, q.dst);

@@ -140,8 +140,15 @@ class AsyncDevice final : public backend::cpu::LaneDevice {
  public:
   AsyncDevice(backend::Device& inner, bool discrete) : LaneDevice(inner, discrete) {}
   int max_unfinished() const { return max_unfinished_.load(); }
-  std::atomic<int> slow_first{0};  // milliseconds the first work takes
-  std::atomic<int> jitter_us{0};   // each work takes up to this long more
+  std::atomic<int> slow_first{0};        // milliseconds the first work takes
+  std::atomic<int> jitter_us{0};         // each work takes up to this long more
+  std::atomic<bool> unreachable{false};  // memory other workers lend is out of its reach
+
+  void copy_shared(void* dst, const Rect& dst_rect, const std::vector<unsigned char>& shared,
+                   const Rect& src_rect, const Rect& region, std::size_t elem_size) override {
+    if (unreachable) throw backend::SharingError("a test device that reaches no other's memory");
+    LaneDevice::copy_shared(dst, dst_rect, shared, src_rect, region, elem_size);
+  }
 
  protected:
   void submitted(Ticket, std::size_t unfinished) override {
@@ -304,11 +311,48 @@ TEST(Worker, RandomCopiesOnAsynchronousDevicesKeepTheirOrder) {
 
 // Two workers of one process standing in for two ranks: what one's Send reads, the other's
 // Recv (or RecvHost) gets.
+// With `lend`, Sends to a Recv lend their memory (as between ranks of one node), and the
+// receiver copies from it. The replies and recalls, which a worker sends with its lock
+// held, are delivered by a thread of the link's own (as a transport's would be).
 struct Link : DataLink {
   Rig** ranks;
   int me;
   std::atomic<int>* transfers = nullptr;
-  Link(Rig** r, int m, std::atomic<int>* count = nullptr) : ranks(r), me(m), transfers(count) {}
+  bool lend = false;
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::deque<std::function<void()>> queue;
+  bool stop = false;
+  std::thread post;
+  Link(Rig** r, int m, std::atomic<int>* count = nullptr, bool lends = false)
+      : ranks(r), me(m), transfers(count), lend(lends), post([this] { deliver(); }) {}
+  ~Link() override {
+    {
+      std::lock_guard lock(mutex);
+      stop = true;
+    }
+    wake.notify_all();
+    post.join();
+  }
+  void deliver() {
+    std::unique_lock lock(mutex);
+    while (true) {
+      wake.wait(lock, [&] { return stop || !queue.empty(); });
+      if (queue.empty()) return;
+      auto f = std::move(queue.front());
+      queue.pop_front();
+      lock.unlock();
+      f();
+      lock.lock();
+    }
+  }
+  void later(std::function<void()> f) {
+    {
+      std::lock_guard lock(mutex);
+      queue.push_back(std::move(f));
+    }
+    wake.notify_all();
+  }
   void send(int rank, plan::TransferId transfer, Bytes data) override {
     if (transfers) ++*transfers;
     ranks[rank]->worker->deliver(transfer, std::move(data));
@@ -317,6 +361,18 @@ struct Link : DataLink {
     ranks[rank]->worker->deliver_failure(transfer, error);
   }
   int rank() const override { return me; }
+  bool may_share(int, std::size_t) const override { return lend; }
+  void send_shared(int rank, plan::TransferId transfer, const Rect& rect,
+                   std::vector<unsigned char> shared) override {
+    if (transfers) ++*transfers;
+    ranks[rank]->worker->deliver_shared(transfer, me, rect, std::move(shared));
+  }
+  void shared_done(int rank, plan::TransferId transfer, SharedReply reply) override {
+    later([=, this] { ranks[rank]->worker->shared_done(transfer, reply); });
+  }
+  void recall_shared(int rank, plan::TransferId transfer) override {
+    later([=, this] { ranks[rank]->worker->recall_shared(transfer); });
+  }
 };
 
 // A chunk goes from rank 0 to rank 1 (its Recv submitted before and after the data come),
@@ -378,13 +434,25 @@ TEST(Worker, SendsAndReceivesMoveChunksBetweenWorkers) {
 // stencil give what the host computes; with superblocks that straddle chunks (and ranks)
 // too, whose temporaries are assembled and scattered through transfers.
 // Returns the bytes the memory managers copied out of device memory.
+// `lend`: the workers lend memory to each other; `unreachable`: lent memory is out of the
+// receiving devices' reach (the bytes come after all).
+struct SplitRun {
+  int jitter_us = 0;
+  std::size_t device_bytes = 1 << 20;
+  bool discrete = false;
+  bool lend = false;
+  bool unreachable = false;
+};
 template <class R = Rig>
-std::size_t split_stencil_run(int64_t superblock, int expected_transfers, int jitter_us = 0,
-                              std::size_t device_bytes = 1 << 20, bool discrete = false) {
+std::size_t split_stencil_run(int64_t superblock, int expected_transfers, SplitRun how = {},
+                              WorkerStats* stats = nullptr) {
   auto make = [&]() -> std::unique_ptr<R> {
     if constexpr (std::is_same_v<R, AsyncRig>) {
-      auto r = std::make_unique<AsyncRig>(2, device_bytes, discrete);
-      for (int d = 0; d < 2; ++d) r->async(d).jitter_us = jitter_us;
+      auto r = std::make_unique<AsyncRig>(2, how.device_bytes, how.discrete);
+      for (int d = 0; d < 2; ++d) {
+        r->async(d).jitter_us = how.jitter_us;
+        r->async(d).unreachable = how.unreachable;
+      }
       return r;
     } else {
       return std::make_unique<Rig>(2, 1 << 20, 1 << 20, "cpu");
@@ -393,7 +461,7 @@ std::size_t split_stencil_run(int64_t superblock, int expected_transfers, int ji
   auto a = make(), b = make();
   Rig* ranks[] = {a.get(), b.get()};
   std::atomic<int> transfers{0};
-  Link link_a(ranks, 0, &transfers), link_b(ranks, 1, &transfers);
+  Link link_a(ranks, 0, &transfers, how.lend), link_b(ranks, 1, &transfers, how.lend);
   a->worker->connect(&link_a);
   b->worker->connect(&link_b);
   StencilProblem problem(4, 1000, superblock, 3, 35);
@@ -411,8 +479,14 @@ std::size_t split_stencil_run(int64_t superblock, int expected_transfers, int ji
   else
     EXPECT_GT(transfers.load(), 3 * 2 + 2);
   std::size_t copied = 0;
-  for (Rig* r : ranks)
+  for (Rig* r : ranks) {
     for (const SpaceStats& st : r->memory->stats()) copied += st.copied_out_bytes;
+    if (stats) {
+      const WorkerStats w = r->worker->stats();
+      stats->transfers_lent += w.transfers_lent;
+      stats->transfers_refused += w.transfers_refused;
+    }
+  }
   return copied;
 }
 
@@ -427,8 +501,8 @@ TEST(Worker, PlansSplitOverTwoWorkersComputeWhatOneWould) {
 // lanes and report later), with random delays, many times.
 TEST(Worker, PlansSplitOverAsynchronousWorkersComputeWhatOneWould) {
   for (int i = 0; i < 30; ++i) {
-    split_stencil_run<AsyncRig>(250, 3 * 2 + 2, 1 + 37 * i % 300);
-    split_stencil_run<AsyncRig>(125, 0, 1 + 53 * i % 300);
+    split_stencil_run<AsyncRig>(250, 3 * 2 + 2, {.jitter_us = 1 + 37 * i % 300});
+    split_stencil_run<AsyncRig>(125, 0, {.jitter_us = 1 + 53 * i % 300});
     if (HasFailure()) break;
   }
 }
@@ -438,12 +512,55 @@ TEST(Worker, PlansSplitOverAsynchronousWorkersComputeWhatOneWould) {
 TEST(Worker, PlansSplitOverDiscreteAsynchronousWorkersComputeWhatOneWould) {
   std::size_t copied = 0;
   for (int i = 0; i < 30; ++i) {
-    copied += split_stencil_run<AsyncRig>(250, 3 * 2 + 2, 1 + 37 * i % 300, 2560, true);
-    copied += split_stencil_run<AsyncRig>(125, 0, 1 + 53 * i % 300, 2560, true);
+    copied += split_stencil_run<AsyncRig>(
+        250, 3 * 2 + 2, {.jitter_us = 1 + 37 * i % 300, .device_bytes = 2560, .discrete = true});
+    copied += split_stencil_run<AsyncRig>(
+        125, 0, {.jitter_us = 1 + 53 * i % 300, .device_bytes = 2560, .discrete = true});
     if (HasFailure()) break;
   }
   EXPECT_GT(copied, 0u);  // chunks did leave device memory
   std::printf("%zu bytes copied out of device memory\n", copied);
+}
+
+// Workers that lend memory to each other (ranks of one node): each halo is copied by the
+// receiving device from the sender's chunk, the Send ending only once it has, while later
+// sweeps wait to overwrite that chunk; with random delays, on asynchronous devices with
+// device memory of their own too. Where the lent memory is out of reach, the bytes come
+// after all. Either way, what one worker would compute.
+TEST(Worker, PlansSplitOverWorkersThatLendMemoryComputeWhatOneWould) {
+  WorkerStats aligned, sync, async, tight, refused;
+  split_stencil_run(250, 3 * 2 + 2, {.lend = true}, &aligned);
+  split_stencil_run(125, 0, {.lend = true}, &sync);
+  for (int i = 0; i < 20 && !HasFailure(); ++i) {
+    split_stencil_run<AsyncRig>(250, 3 * 2 + 2, {.jitter_us = 1 + 37 * i % 300, .lend = true},
+                                &async);
+    split_stencil_run<AsyncRig>(
+        125, 0,
+        {.jitter_us = 1 + 53 * i % 300, .device_bytes = 2560, .discrete = true, .lend = true},
+        &tight);
+    // Each halo is offered, refused and sent.
+    split_stencil_run<AsyncRig>(250, 3 * 2 * 2 + 2,
+                                {.jitter_us = 1 + 29 * i % 300, .lend = true, .unreachable = true},
+                                &refused);
+  }
+  // Halos between the workers are lent (read-backs into the driver's memory are not).
+  EXPECT_EQ(aligned.transfers_lent, 3u * 2);
+  EXPECT_GT(sync.transfers_lent, 3u * 2);
+  EXPECT_EQ(async.transfers_lent, 20u * 3 * 2);
+  EXPECT_EQ(async.transfers_refused, 0u);
+  // Short of device memory, workers decline and recall lent memory rather than wait for
+  // each other's; some is still lent.
+  EXPECT_GT(tight.transfers_lent, 0u);
+  EXPECT_GT(tight.transfers_refused, 0u);
+  EXPECT_EQ(refused.transfers_lent, 0u);
+  EXPECT_EQ(refused.transfers_refused, 20u * 3 * 2);
+  std::printf(
+      "lent: %llu (cpu), %llu (asynchronous), %llu of %llu (short of memory); refused and "
+      "sent: %llu\n",
+      (unsigned long long)(aligned.transfers_lent + sync.transfers_lent),
+      (unsigned long long)async.transfers_lent, (unsigned long long)tight.transfers_lent,
+      (unsigned long long)(tight.transfers_lent + tight.transfers_refused),
+      (unsigned long long)refused.transfers_refused);
 }
 
 }  // namespace

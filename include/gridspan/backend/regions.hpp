@@ -10,6 +10,30 @@
 
 namespace gridspan::backend {
 
+/// Calls f(dst_offset, src_offset, elements) for every contiguous run of `region` in the
+/// two row-major boxes (offsets in elements from each box's start).
+template <class F>
+void for_each_run(const Rect& dst_rect, const Rect& src_rect, const Rect& region, F&& f) {
+  if (region.empty()) return;
+  const int rank = region.rank;
+  if (rank == 0) {
+    f(int64_t(0), int64_t(0), int64_t(1));
+    return;
+  }
+  const int last = rank - 1;
+  const int64_t run = region.extent(last);
+  Point p = region.lo;
+  while (true) {
+    f(dst_rect.offset_of(p), src_rect.offset_of(p), run);
+    int a = last - 1;
+    for (; a >= 0; --a) {
+      if (++p[a] < region.hi[a]) break;
+      p[a] = region.lo[a];
+    }
+    if (a < 0) return;
+  }
+}
+
 /// Copies the box `region` between two row-major boxes of host-addressable memory.
 void copy_region(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
                  const Rect& region, std::size_t elem_size);

@@ -37,6 +37,9 @@ class Transport {
   /// This rank's place among the ranks of its node (GPUs of a node are shared out by it).
   virtual int node_rank() const { return 0; }
   virtual int node_size() const { return 1; }
+  /// The ranks of this rank's node, itself included: processes that may reach each other's
+  /// memory (Device::share).
+  virtual std::vector<int> node_peers() const { return {rank()}; }
   /// Ends every rank of the run at once with `code` (a rank that died or hangs cannot take
   /// part in an orderly end). The default ends this process only.
   [[noreturn]] virtual void abort(int code);

@@ -108,6 +108,9 @@ struct Send {
   std::size_t elem_size;
   int to;
   TransferId transfer;
+  /// The receiver writes device memory (a Recv, not a RecvHost): on one node it may copy
+  /// from this rank's device itself (runtime::DataLink::may_share).
+  bool to_device = false;
 };
 /// Writes what the Send of `transfer` on rank `from` read into `region` of a chunk; ready
 /// only once the data have arrived (and its dependencies are done).

@@ -5,6 +5,8 @@
 // event only, so they overlap with kernels.
 #include "backend/cuda/device.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -560,6 +562,95 @@ void CudaDevice::combine(void* dst, const Rect& dst_rect, const void* src, const
     if (r == CUDA_SUCCESS) r = w;
   }
   check(r, "a reduction", name_);
+}
+
+// Another process of this node copies from a GPU's memory through CUDA IPC: the handle of
+// the allocation the memory lies in, and where in it. Both sides are one build on one
+// node, so the description is a plain struct.
+namespace {
+struct SharedGpu {
+  char magic[4] = {'g', 's', 'c', '1'};
+  uint32_t pid = 0;
+  CUipcMemHandle handle{};
+  uint64_t address = 0;  // in the lending process (used when that is this process)
+  uint64_t offset = 0;   // from the allocation's start
+  uint64_t bytes = 0;
+};
+
+SharedGpu read_shared(const std::vector<unsigned char>& shared, const std::string& where) {
+  SharedGpu g;
+  if (shared.size() != sizeof g || std::memcmp(shared.data(), g.magic, sizeof g.magic) != 0)
+    throw SharingError(fmt::format("{}: the shared memory's description is not a GPU's", where));
+  std::memcpy(&g, shared.data(), sizeof g);
+  return g;
+}
+
+std::string handle_key(const SharedGpu& g) {
+  return std::string(reinterpret_cast<const char*>(&g.handle), sizeof g.handle);
+}
+}  // namespace
+
+std::vector<unsigned char> CudaDevice::share(const void* ptr, std::size_t bytes) {
+  bind();
+  CUdeviceptr base = 0;
+  std::size_t size = 0;
+  const auto p = reinterpret_cast<CUdeviceptr>(ptr);
+  SharedGpu g;
+  if (api_.cuMemGetAddressRange(&base, &size, p) != CUDA_SUCCESS ||
+      api_.cuIpcGetMemHandle(&g.handle, base) != CUDA_SUCCESS)
+    return {};  // not memory IPC can lend: the bytes go through the host
+  g.pid = static_cast<uint32_t>(getpid());
+  g.address = p;
+  g.offset = p - base;
+  g.bytes = bytes;
+  std::vector<unsigned char> out(sizeof g);
+  std::memcpy(out.data(), &g, sizeof g);
+  return out;
+}
+
+void CudaDevice::copy_shared(void* dst, const Rect& dst_rect,
+                             const std::vector<unsigned char>& shared, const Rect& src_rect,
+                             const Rect& region, std::size_t elem) {
+  CUstream s = current_stream("copy_shared");
+  const SharedGpu g = read_shared(shared, name_);
+  if (std::size_t(src_rect.volume()) * elem > g.bytes)
+    throw NetError(
+        fmt::format("{}: a box of {} elements of {} bytes is more than the {} bytes "
+                    "shared",
+                    name_, src_rect.volume(), elem, g.bytes));
+  CUdeviceptr src = 0;
+  if (g.pid == static_cast<uint32_t>(getpid())) {
+    src = g.address;  // ranks of one process (tests): the pointer itself
+  } else {
+    std::lock_guard lock(opened_mutex_);
+    Opened& o = opened_[handle_key(g)];
+    if (o.users == 0) {
+      CUresult r = api_.cuIpcOpenMemHandle(&o.base, g.handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+      if (r != CUDA_SUCCESS) {
+        opened_.erase(handle_key(g));
+        throw SharingError(
+            fmt::format("{} cannot open GPU memory of process {}: {}", name_, g.pid, describe(r)));
+      }
+    }
+    ++o.users;
+    src = o.base + g.offset;
+  }
+  copy_box(dst, CU_MEMORYTYPE_DEVICE, dst_rect, reinterpret_cast<const void*>(src),
+           CU_MEMORYTYPE_UNIFIED, src_rect, region, elem, s);
+}
+
+// Closed once no copy uses it: the lending process may free that memory afterwards.
+void CudaDevice::release_shared(const std::vector<unsigned char>& shared) {
+  const SharedGpu g = read_shared(shared, name_);
+  if (g.pid == static_cast<uint32_t>(getpid())) return;
+  std::lock_guard lock(opened_mutex_);
+  auto it = opened_.find(handle_key(g));
+  if (it == opened_.end() || --it->second.users > 0) return;
+  bind();
+  CUresult r = api_.cuIpcCloseMemHandle(it->second.base);
+  if (r != CUDA_SUCCESS)
+    log::warn("closing GPU memory of process {} on {} failed: {}", g.pid, name_, describe(r));
+  opened_.erase(it);
 }
 
 }  // namespace gridspan::backend::cuda

@@ -60,6 +60,10 @@ class CudaDevice final : public Device {
                 const Rect& region, std::size_t elem_size) override;
   void synchronize() override;
   void* stream() const override;
+  std::vector<unsigned char> share(const void* ptr, std::size_t bytes) override;
+  void copy_shared(void* dst, const Rect& dst_rect, const std::vector<unsigned char>& shared,
+                   const Rect& src_rect, const Rect& region, std::size_t elem_size) override;
+  void release_shared(const std::vector<unsigned char>& shared) override;
 
   int ordinal() const { return ordinal_; }
   int arch() const { return arch_; }  // compute capability as 90 for 9.0
@@ -127,6 +131,13 @@ class CudaDevice final : public Device {
   CUfunction copy_[5] = {}, fill_[5] = {};  // by element size 1, 2, 4, 8, 16
   std::map<std::pair<DType, annotation::ReduceOp>, CUfunction> combine_;
   std::atomic<std::size_t> allocated_{0};
+  // Other processes' memory opened here (CUDA IPC), by handle, while copies use it.
+  struct Opened {
+    CUdeviceptr base = 0;
+    int users = 0;
+  };
+  std::mutex opened_mutex_;
+  std::unordered_map<std::string, Opened> opened_;
   bool peer_everywhere_ = true;  // every other device's memory is addressable from kernels
   friend class CudaBackend;
 };

@@ -39,6 +39,10 @@ namespace gridspan::backend::cuda {
   X(cuMemcpy3DAsync)                      \
   X(cuMemsetD8Async)                      \
   X(cuPointerGetAttribute)                \
+  X(cuMemGetAddressRange)                 \
+  X(cuIpcGetMemHandle)                    \
+  X(cuIpcOpenMemHandle)                   \
+  X(cuIpcCloseMemHandle)                  \
   X(cuStreamCreate)                       \
   X(cuStreamDestroy)                      \
   X(cuStreamSynchronize)                  \
