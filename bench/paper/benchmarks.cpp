@@ -259,7 +259,9 @@ __device__ void gemm(dim3 blockIdx, int n, gridspan::Matrix<float> c, const grid
 )";
 
 Spec gemm(int s, std::mt19937_64& g) {
-  const int64_t n = s == 0 ? 8192 : s == 1 ? 11584 : int64_t(8192) << (s / 2);
+  // Each step doubles the data: n grows by sqrt(2), rounded to the 32-wide tiles.
+  const int64_t n =
+      int64_t(std::llround(8192 * std::pow(2.0, s / 2) * (s % 2 ? std::sqrt(2.0) : 1.0) / 32)) * 32;
   Spec p;
   p.name = "gemm";
   p.size_label = fmt::format("n={}", n);
