@@ -122,18 +122,21 @@ def main(folder, out_dir):
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
     for ax, bench in zip(axes.flat, names):
         series = defaultdict(list)
+        # Benchmarks with no data to speak of (MD5, N-Body) grow by their work.
+        by_items = max(r[3] for r in runs[bench]) < 1e9
         for g, mode, size, nbytes, items, unit, t, _ in runs[bench]:
             if g == 1 and mode == "ranks":
                 continue
             label = "1 GPU" if g == 1 else f"{g} GPUs, " + (
                 "one process" if mode == "process" else "one rank each")
-            series[label].append((nbytes / 1e9 if nbytes else items, items / t))
+            series[label].append((items if by_items else nbytes / 1e9, items / t))
         for label, pts in sorted(series.items()):
             pts.sort()
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
         ax.set_title(bench)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("data (GB)" if runs[bench][0][3] else "items")
+        ax.set_xlabel(f"problem size ({runs[bench][0][5].split('/')[0]})" if by_items
+                      else "data (GB)")
         ax.set_ylabel(f"{runs[bench][0][5]}")
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(names):]:

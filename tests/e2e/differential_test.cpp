@@ -3,7 +3,8 @@
 // and device/host memory limits that force spilling to host and disk) run by gridspan and
 // by a plain sequential reference, compared element for element after every read.
 // GRIDSPAN_FUZZ_PROGRAMS=N runs N programs (default 200); each prints its seed on failure
-// (GRIDSPAN_FUZZ_FIRST=K starts at program K).
+// (GRIDSPAN_FUZZ_FIRST=K starts at program K). Each program runs on 1 to 3 devices (per
+// rank), or up to GRIDSPAN_FUZZ_DEVICES.
 #include <cstdlib>
 #include <map>
 #include <random>
@@ -167,7 +168,11 @@ struct Spilled {
 // vectors, 2 matrices, replicas), and a host of one to three arrays sends the rest to disk.
 void run_program(uint64_t seed, Spilled& spilled) {
   Program p{std::mt19937_64(seed), 0};
-  p.devices = p.pick(1, 3);
+  static const int max_devices = [] {
+    const char* s = std::getenv("GRIDSPAN_FUZZ_DEVICES");
+    return s ? std::max(1, std::atoi(s)) : 3;
+  }();
+  p.devices = p.pick(1, max_devices);
   int n = p.pick(0, 3) == 0 ? p.pick(1, 300) : p.pick(1500, 3000);
   int rows = p.pick(1, 40), cols = p.pick(1, 40);
   std::size_t largest = 4 * std::size_t(std::max(n, rows * cols));

@@ -14,7 +14,8 @@ __device__ void inc(dim3 blockIdx, int n, int by, gridspan::Vector<int> a) {
 
 TEST(Spill, DataSurvivesDeviceHostDiskRoundTrips) {
   auto g = rng(21);
-  const int n = 256 * 1024;  // 1 MiB of ints, in 64 chunks of 16 KiB
+  // 1 MiB of ints per rank, in 64 chunks of 16 KiB (under mpirun each rank holds a share).
+  const int n = 256 * 1024 * ranks();
   gs::Context ctx(config(2, 64 << 10, 128 << 10));
   auto k =
       ctx.compile(gs::KernelDef::from_source(kInc, "inc").annotate("global i => readwrite a[i]"));
@@ -37,9 +38,10 @@ TEST(Spill, DataSurvivesDeviceHostDiskRoundTrips) {
 // (least-recently-used eviction would move all of it out and in again every sweep).
 TEST(Spill, RepeatedSweepsKeepPartOfTheArrayResident) {
   auto g = rng(22);
-  const int n = 64 * 1024, chunk = 4096, sweeps = 6;  // 16 chunks of 16 KiB: 256 KiB
+  // 16 chunks of 16 KiB per rank: 256 KiB (under mpirun every rank has a device of its
+  // own, and an equal share of the array).
+  const int n = 64 * 1024 * ranks(), chunk = 4096, sweeps = 6;
   const std::size_t bytes = std::size_t(n) * 4;
-  // Under mpirun every rank has a device of its own, and a share of the array.
   gs::Context ctx(config(1, bytes / 2 / ranks() + 2 * chunk * 4, 0));
   auto spilled_now = [&] {
     std::size_t sum = 0;
