@@ -257,6 +257,7 @@ void Worker::process(std::deque<Node*>& work, int here) {
       continue;
     }
     bool skip = node->error && !runs_after_failure(t);
+    if (skip) drop_lent(*node);
     if (skip || runs_inline(t)) {
       std::exception_ptr error = node->error;
       if (!node->uses.empty()) memory_.retire(t.id, node->uses);
@@ -343,6 +344,7 @@ void Worker::process(std::deque<Node*>& work, int here) {
       }
     }
     if (error) {
+      drop_lent(*node);
       memory_.retire(t.id, node->uses);
       if (node->missing > 0) {  // released early: reported once its dependencies are
         node->ran = true;
@@ -602,6 +604,19 @@ void Worker::ease_memory() {
       node->recalled = true;
       link_->recall_shared(std::get<plan::Send>(node->task.payload).to, transfer);
     }
+}
+
+// A Recv that will not run (it fails) is done with the memory lent to it: the Send ends.
+void Worker::drop_lent(Node& node) {
+  auto* r = std::get_if<plan::Recv>(&node.task.payload);
+  if (!r || node.shared.empty()) return;
+  held_.erase(r->transfer);
+  node.shared.clear();
+  try {
+    if (link_) link_->shared_done(r->from, r->transfer, SharedReply::copied);
+  } catch (...) {
+    // The lending rank is gone: nothing waits for the reply.
+  }
 }
 
 // Lent memory a Recv holds but has not begun to copy goes back (the bytes come instead),

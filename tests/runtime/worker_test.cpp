@@ -563,5 +563,37 @@ TEST(Worker, PlansSplitOverWorkersThatLendMemoryComputeWhatOneWould) {
       (unsigned long long)refused.transfers_refused);
 }
 
+// A Recv that fails (its dependency did) with lent memory in hand, submitted before and
+// after the memory comes: the lending Sends end all the same (no rank waits for a reply
+// that would never come), and the failure is the receiver's.
+TEST(Worker, ARecvThatFailsReleasesTheMemoryLentToIt) {
+  auto g = test::rng(35);
+  Rig a(1, 1 << 20, 1 << 20, "cpu"), b(1, 1 << 20, 1 << 20, "cpu");
+  Rig* ranks[] = {&a, &b};
+  Link link_a(ranks, 0, nullptr, true), link_b(ranks, 1, nullptr, true);
+  a.worker->connect(&link_a);
+  b.worker->connect(&link_b);
+  const int n = 100;
+  Rect box(1, {0, 0, 0}, {n, 1, 1});
+  auto values = test::random_vector<int>(n, g);
+  auto data = std::make_shared<std::vector<unsigned char>>(n * 4);
+  std::memcpy(data->data(), values.data(), n * 4);
+  Throws throws;
+  b.next = 100;
+  // Transfer 7's Recv is there first; transfer 8's comes later (its memory may be first).
+  b.worker->submit({b.task(0, plan::CreateChunk{1, n * 4u}),
+                    b.task(0, execute_of(throws, box), {101}),
+                    b.task(0, plan::Recv{ChunkRef{1, box}, box, 4, 0, 7}, {102})});
+  a.worker->submit({a.task(0, plan::CreateChunk{1, n * 4u}),
+                    a.task(0, plan::HostWrite{ChunkRef{1, box}, box, data, box, 4}, {1}),
+                    a.task(0, plan::Send{ChunkRef{1, box}, box, 4, 1, 7, true}, {2}),
+                    a.task(0, plan::Send{ChunkRef{1, box}, box, 4, 1, 8, true}, {2})});
+  b.worker->submit({b.task(0, plan::Recv{ChunkRef{1, box}, box, 4, 0, 8}, {102})});
+  EXPECT_NO_THROW(a.worker->wait_all());  // both Sends ended
+  EXPECT_THROW(b.worker->wait_all(), AccessError);
+  EXPECT_EQ(a.worker->stats().transfers_lent, 2u);
+  EXPECT_EQ(a.worker->stats().tasks_failed, 0u);
+}
+
 }  // namespace
 }  // namespace gridspan::runtime

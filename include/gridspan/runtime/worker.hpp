@@ -39,7 +39,7 @@ struct WorkerStats {
 
 /// What the receiver of lent memory says when it is done with it.
 enum class SharedReply : uint8_t {
-  copied = 0,       // the data are copied: the Send is done
+  copied = 0,       // the data are copied (or the Recv failed): the Send is done
   unreachable = 1,  // that memory is out of the receiver's reach: send the bytes, now and on
   declined = 2,     // the receiver is short of memory, or the sender is: send the bytes
 };
@@ -188,6 +188,7 @@ class Worker {
   // each other's memory. Under the lock.
   void ease_memory();
   bool decline(plan::TransferId transfer);
+  void drop_lent(Node& node);
   void check_transfer(Node* node, std::exception_ptr& error);
   const bool check_transfers_ = std::getenv("GRIDSPAN_CHECK_TRANSFERS") != nullptr;
   struct Arrival;
