@@ -110,7 +110,7 @@ TEST(Api, ConfigFromTheEnvironment) {
   }
   {
     EXPECT_TRUE(gs::Config::from_env().share_memory);
-    EXPECT_EQ(gs::Config::from_env().share_min, std::size_t(1) << 20);
+    EXPECT_EQ(gs::Config::from_env().share_min, std::size_t(8) << 20);
     Env a("GRIDSPAN_SHARE_MEMORY", "off"), b("GRIDSPAN_SHARE_MIN", "64KiB");
     EXPECT_FALSE(gs::Config::from_env().share_memory);
     EXPECT_EQ(gs::Config::from_env().share_min, std::size_t(64) << 10);

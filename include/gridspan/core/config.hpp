@@ -56,7 +56,7 @@ struct Config {
   /// (GPUs: CUDA IPC; cpu devices: cross-memory attach), instead of through host memory and
   /// MPI (GRIDSPAN_SHARE_MEMORY, GRIDSPAN_SHARE_MIN).
   bool share_memory = true;
-  std::size_t share_min = std::size_t(1) << 20;
+  std::size_t share_min = std::size_t(8) << 20;
   /// Ranks of one node share it: this rank uses share `node_rank` of `node_ranks` equal
   /// shares of its GPUs, and of the default memory and threads of the cpu backend and the
   /// host (set by gridspan under mpirun, not by the environment).

@@ -625,7 +625,7 @@ void CudaDevice::copy_shared(void* dst, const Rect& dst_rect,
   } else {
     std::lock_guard lock(opened_mutex_);
     Opened& o = opened_[handle_key(g)];
-    if (o.base == 0) {  // not open yet (or closed as least recently used)
+    if (o.users == 0) {
       CUresult r = api_.cuIpcOpenMemHandle(&o.base, g.handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
       if (r != CUDA_SUCCESS) {
         opened_.erase(handle_key(g));
@@ -640,26 +640,18 @@ void CudaDevice::copy_shared(void* dst, const Rect& dst_rect,
            CU_MEMORYTYPE_UNIFIED, src_rect, region, elem, s);
 }
 
-// Kept open for the next copy from the same allocation; beyond kKeepOpened unused ones,
-// the least recently used is closed.
+// Closed once no copy uses it (before this rank's reply lets the lender free it).
 void CudaDevice::release_shared(const std::vector<unsigned char>& shared) {
   const SharedGpu g = read_shared(shared, name_);
   if (g.pid == static_cast<uint32_t>(getpid())) return;
   std::lock_guard lock(opened_mutex_);
   auto it = opened_.find(handle_key(g));
   if (it == opened_.end() || --it->second.users > 0) return;
-  it->second.used = ++opened_clock_;
-  if (opened_.size() <= kKeepOpened) return;
-  auto oldest = opened_.end();
-  for (auto o = opened_.begin(); o != opened_.end(); ++o)
-    if (o->second.users == 0 && (oldest == opened_.end() || o->second.used < oldest->second.used))
-      oldest = o;
-  if (oldest == opened_.end()) return;
   bind();
-  CUresult r = api_.cuIpcCloseMemHandle(oldest->second.base);
+  CUresult r = api_.cuIpcCloseMemHandle(it->second.base);
   if (r != CUDA_SUCCESS)
-    log::warn("closing GPU memory of another process on {} failed: {}", name_, describe(r));
-  opened_.erase(oldest);
+    log::warn("closing GPU memory of process {} on {} failed: {}", g.pid, name_, describe(r));
+  opened_.erase(it);
 }
 
 }  // namespace gridspan::backend::cuda

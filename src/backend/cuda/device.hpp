@@ -131,18 +131,15 @@ class CudaDevice final : public Device {
   CUfunction copy_[5] = {}, fill_[5] = {};  // by element size 1, 2, 4, 8, 16
   std::map<std::pair<DType, annotation::ReduceOp>, CUfunction> combine_;
   std::atomic<std::size_t> allocated_{0};
-  // Other processes' memory opened here (CUDA IPC), by handle: opening costs milliseconds,
-  // so the last few stay open once no copy uses them (a handle names one allocation: memory
-  // freed and allocated again there has another).
+  // Other processes' memory opened here (CUDA IPC), by handle, while copies use it. Closed
+  // as soon as none does: the lender may free it once its Send ends, and freeing memory
+  // another process still has open is undefined behaviour.
   struct Opened {
     CUdeviceptr base = 0;
     int users = 0;
-    uint64_t used = 0;  // when last released, for closing the least recently used
   };
-  static constexpr std::size_t kKeepOpened = 32;
   std::mutex opened_mutex_;
   std::unordered_map<std::string, Opened> opened_;
-  uint64_t opened_clock_ = 0;
   bool peer_everywhere_ = true;  // every other device's memory is addressable from kernels
   friend class CudaBackend;
 };
