@@ -11,8 +11,9 @@
 #   scripts/scaling.sh                       # every benchmark, g = 1, 2, 4, 8 up to the GPUs here
 #   GPUS="1 2" BENCHES="gemm nbody" BASE=4 scripts/scaling.sh
 #
-# BASE: the base size step of every benchmark (default: per benchmark, below); RUNS: timed
-# runs after one warm-up (default 3).
+# BASE: the base size step of every benchmark; STEPS="bench:step ...": of some (defaults per
+# benchmark, below; the sizes that fill one H200 are md5:6 nbody:6 correlator:6 kmeans:6
+# hotspot:6 spmv:8 blackscholes:6); RUNS: timed runs after one warm-up (default 3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-paper}
@@ -31,6 +32,7 @@ fi
 # per doubling of GPUs), a few seconds of work for the compute-bound ones.
 declare -A base=([md5]=5 [nbody]=5 [correlator]=5 [kmeans]=5 [hotspot]=5 [gemm]=2 [spmv]=7
                  [blackscholes]=5 [cocluster]=3)
+for pair in ${STEPS:-}; do base[${pair%%:*}]=${pair##*:}; done
 log2() { local n=$1 l=0; while [ "$n" -gt 1 ]; do n=$((n / 2)); l=$((l + 1)); done; echo $l; }
 
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGRIDSPAN_ENABLE_CUDA=ON \
