@@ -254,6 +254,8 @@ void Cluster::wait_all() {
 }
 
 std::vector<SpaceStats> Cluster::memory_stats(const std::vector<SpaceStats>& local) {
+  // One request at a time: another caller's would clear the figures this one waits for.
+  std::lock_guard one(stats_call_mutex_);
   const int ranks = transport_.size();
   {
     std::lock_guard lock(mutex_);

@@ -81,6 +81,7 @@ class Cluster {
   std::vector<RankInfo> ranks_;
 
   mutable std::mutex mutex_;
+  std::mutex stats_call_mutex_;  // memory_stats calls, one at a time
   std::condition_variable changed_;
   std::map<plan::TaskId, PlanState> plans_;  // by barrier; dropped once all before are complete
   plan::TaskId complete_through_ = 0;        // every plan up to this barrier is complete
