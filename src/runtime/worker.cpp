@@ -388,13 +388,7 @@ void Worker::process(std::deque<Node*>& work, int here) {
       node->launched = true;
       node->ticket = devices_[dev]->submit_on(
           queue_of(t), [this, node] { run_task(node); },
-          [this, node, dev](std::exception_ptr e) {
-            callbacks_.fetch_add(1, std::memory_order_relaxed);
-            if (after_run(node, e)) complete(node, e, dev);
-            // The last touch of the worker: its destructor waits for it.
-            callbacks_.fetch_sub(1, std::memory_order_release);
-          },
-          after);
+          [this, node, dev](std::exception_ptr e) { ran_on_device(node, dev, e); }, after);
       if (devices_[dev]->asynchronous()) ++stats_.tasks_submitted;
       if (!after.empty()) ++stats_.tasks_released_early;
       // Successors on this device whose other dependencies are queued there too can go now.
@@ -465,18 +459,8 @@ bool Worker::after_run(Node* node, std::exception_ptr& error) {
         // waits for them (registered before it asks, as they may come at once).
         node->shared.clear();
         node->refetch = true;
-        {
-          std::lock_guard<AdaptiveMutex> lock(mutex_);
-          awaiting_[r->transfer] = node;
-        }
-        try {
-          link->shared_done(r->from, r->transfer, SharedReply::unreachable);
-        } catch (...) {
-          std::lock_guard<AdaptiveMutex> lock(mutex_);
-          if (awaiting_.erase(r->transfer)) throw;
-          return false;  // failed by fail_transfers meanwhile: that finishes it
-        }
-        return false;
+        return park(awaiting_, r->transfer, node,
+                    [&] { link->shared_done(r->from, r->transfer, SharedReply::unreachable); });
       }
       if (!node->share_refused) devices_[t.device]->release_shared(node->shared);
       node->shared.clear();
@@ -496,26 +480,33 @@ bool Worker::after_run(Node* node, std::exception_ptr& error) {
           fmt::format("internal error: task {} sends to rank {}, but this worker has "
                       "no connection to other processes",
                       t.id, s->to));
-    if (!node->shared.empty()) {
-      // The receiver copies from this device; the Send ends when it says so.
-      {
-        std::lock_guard<AdaptiveMutex> lock(mutex_);
-        lent_[s->transfer] = node;
-      }
-      try {
-        link->send_shared(s->to, s->transfer, node->shared_rect, node->shared);
-      } catch (...) {
-        std::lock_guard<AdaptiveMutex> lock(mutex_);
-        if (lent_.erase(s->transfer)) throw;
-        return false;  // failed by fail_transfers meanwhile: that finishes it
-      }
-      return false;
-    }
+    if (!node->shared.empty())  // the receiver copies from this device; then the Send ends
+      return park(lent_, s->transfer, node,
+                  [&] { link->send_shared(s->to, s->transfer, node->shared_rect, node->shared); });
     link->send(s->to, s->transfer, std::move(node->transfer));
   } catch (...) {
     error = std::current_exception();
   }
   return true;
+}
+
+// Registers a task that waits for the other side (in `where`, by transfer) before `tell`
+// asks it, as the answer may come at once; returns false (not done yet). When `tell` fails
+// the task is taken back and the failure is thrown, unless fail_transfers took it first
+// (and finishes it).
+bool Worker::park(std::unordered_map<plan::TransferId, Node*>& where, plan::TransferId transfer,
+                  Node* node, const std::function<void()>& tell) {
+  {
+    std::lock_guard<AdaptiveMutex> lock(mutex_);
+    where[transfer] = node;
+  }
+  try {
+    tell();
+  } catch (...) {
+    std::lock_guard<AdaptiveMutex> lock(mutex_);
+    if (where.erase(transfer)) throw;
+  }
+  return false;
 }
 
 DataLink* Worker::link() const {
@@ -549,12 +540,15 @@ void Worker::relaunch(Node* node) {
   const int dev = node->task.device;
   devices_[dev]->submit_on(
       queue_of(node->task), [this, node] { run_task(node); },
-      [this, node, dev](std::exception_ptr e) {
-        callbacks_.fetch_add(1, std::memory_order_relaxed);
-        if (after_run(node, e)) complete(node, e, dev);
-        callbacks_.fetch_sub(1, std::memory_order_release);
-      },
-      {});
+      [this, node, dev](std::exception_ptr e) { ran_on_device(node, dev, e); }, {});
+}
+
+// A device's report that a task's work has finished (on its executor or completion thread).
+void Worker::ran_on_device(Node* node, int dev, std::exception_ptr error) {
+  callbacks_.fetch_add(1, std::memory_order_relaxed);
+  if (after_run(node, error)) complete(node, error, dev);
+  // The last touch of the worker: its destructor waits for it.
+  callbacks_.fetch_sub(1, std::memory_order_release);
 }
 
 void Worker::deliver_shared(plan::TransferId transfer, int from, const Rect& rect,
@@ -579,7 +573,6 @@ void Worker::shared_done(plan::TransferId transfer, SharedReply reply) {
   }
   callbacks_.fetch_add(1, std::memory_order_relaxed);
   node->shared.clear();
-  node->recalled = false;
   if (copied) {
     complete(node, nullptr, -1);
   } else {

@@ -182,6 +182,9 @@ class Worker {
   bool after_run(Node* node, std::exception_ptr& error);
   void complete(Node* node, std::exception_ptr error, int dev);  // unstage and finish
   void relaunch(Node* node);  // runs a staged task's work on its device again
+  void ran_on_device(Node* node, int dev, std::exception_ptr error);
+  bool park(std::unordered_map<plan::TransferId, Node*>& where, plan::TransferId transfer,
+            Node* node, const std::function<void()>& tell);
   DataLink* link() const;
   // Lent memory is held on both sides while a Recv waits to copy it: short of memory, a
   // worker declines what it holds and recalls what it lent, so that no two ranks wait for

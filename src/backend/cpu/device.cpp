@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "backend/cpu/cpu.hpp"
+#include "backend/lent.hpp"
 #include "gridspan/backend/regions.hpp"
 #include "gridspan/core/error.hpp"
 #include "gridspan/core/log.hpp"
@@ -100,24 +101,17 @@ std::vector<unsigned char> CpuDevice::share(const void* ptr, std::size_t bytes) 
   h.pid = static_cast<uint32_t>(getpid());
   h.address = reinterpret_cast<uint64_t>(ptr);
   h.bytes = bytes;
-  std::vector<unsigned char> out(sizeof h);
-  std::memcpy(out.data(), &h, sizeof h);
-  return out;
+  return pack_lent(h);
 }
 
 void CpuDevice::copy_shared(void* dst, const Rect& dst_rect,
                             const std::vector<unsigned char>& shared, const Rect& src_rect,
                             const Rect& region, std::size_t elem_size) {
   SharedHost h;
-  if (shared.size() != sizeof h || std::memcmp(shared.data(), h.magic, sizeof h.magic) != 0)
+  if (!unpack_lent(shared, h))
     throw SharingError(
         fmt::format("{}: the shared memory's description is not a cpu device's", name()));
-  std::memcpy(&h, shared.data(), sizeof h);
-  if (std::size_t(src_rect.volume()) * elem_size > h.bytes)
-    throw NetError(
-        fmt::format("{}: a box of {} elements of {} bytes is more than the {} bytes "
-                    "shared",
-                    name(), src_rect.volume(), elem_size, h.bytes));
+  check_lent_box(name(), src_rect, elem_size, h.bytes);
   const auto* src = reinterpret_cast<const void*>(h.address);
   if (h.pid == static_cast<uint32_t>(getpid())) {  // ranks of one process (tests)
     copy_region(dst, dst_rect, src, src_rect, region, elem_size);

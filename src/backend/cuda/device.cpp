@@ -5,6 +5,8 @@
 // event only, so they overlap with kernels.
 #include "backend/cuda/device.hpp"
 
+#include "backend/lent.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -580,9 +582,8 @@ struct SharedGpu {
 
 SharedGpu read_shared(const std::vector<unsigned char>& shared, const std::string& where) {
   SharedGpu g;
-  if (shared.size() != sizeof g || std::memcmp(shared.data(), g.magic, sizeof g.magic) != 0)
+  if (!unpack_lent(shared, g))
     throw SharingError(fmt::format("{}: the shared memory's description is not a GPU's", where));
-  std::memcpy(&g, shared.data(), sizeof g);
   return g;
 }
 
@@ -604,9 +605,7 @@ std::vector<unsigned char> CudaDevice::share(const void* ptr, std::size_t bytes)
   g.address = p;
   g.offset = p - base;
   g.bytes = bytes;
-  std::vector<unsigned char> out(sizeof g);
-  std::memcpy(out.data(), &g, sizeof g);
-  return out;
+  return pack_lent(g);
 }
 
 void CudaDevice::copy_shared(void* dst, const Rect& dst_rect,
@@ -614,11 +613,7 @@ void CudaDevice::copy_shared(void* dst, const Rect& dst_rect,
                              const Rect& region, std::size_t elem) {
   CUstream s = current_stream("copy_shared");
   const SharedGpu g = read_shared(shared, name_);
-  if (std::size_t(src_rect.volume()) * elem > g.bytes)
-    throw NetError(
-        fmt::format("{}: a box of {} elements of {} bytes is more than the {} bytes "
-                    "shared",
-                    name_, src_rect.volume(), elem, g.bytes));
+  check_lent_box(name_, src_rect, elem, g.bytes);
   CUdeviceptr src = 0;
   if (g.pid == static_cast<uint32_t>(getpid())) {
     src = g.address;  // ranks of one process (tests): the pointer itself
