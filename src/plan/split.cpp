@@ -125,14 +125,14 @@ std::vector<std::vector<Task>> PlanSplitter::split(std::vector<Task> tasks) {
     if (std::holds_alternative<Barrier>(t.payload)) {
       for (int r : ranks_of_.at(t.id)) {
         emit(t, r, 0, Barrier{});
-        // ... and on every task of its rank in this plan that no other one there waits for.
+        // ... and on every task of its rank in this plan that no other one there waits for
+        // (the part's own dependencies count as waited for).
         Task& part = out[r].back();
         std::unordered_set<TaskId> waited;
         for (const Task& u : out[r])
           for (TaskId d : u.deps) waited.insert(d);
         for (const Task& u : out[r])
-          if (&u != &part && !std::holds_alternative<Barrier>(u.payload) && !waited.count(u.id) &&
-              std::find(part.deps.begin(), part.deps.end(), u.id) == part.deps.end())
+          if (&u != &part && !std::holds_alternative<Barrier>(u.payload) && !waited.count(u.id))
             part.deps.push_back(u.id);
       }
       continue;
