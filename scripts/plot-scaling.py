@@ -33,8 +33,10 @@ def mean(xs):
 
 
 def load(folder):
-    """bench -> list of (g, mode, size label, bytes, items, unit, seconds, check)."""
+    """bench -> list of (g, mode, size label, bytes, items, unit, seconds, check); and the
+    backend the runs used (cuda, or cpu: virtual cpu devices in place of GPUs)."""
     runs = defaultdict(list)
+    backend = "cuda"
     for name in sorted(os.listdir(folder)):
         m = re.fullmatch(r"(\w+)-(\d+)\.json", name)
         if not m:
@@ -42,6 +44,7 @@ def load(folder):
         bench, g = m.group(1), int(m.group(2))
         with open(os.path.join(folder, name)) as f:
             data = json.load(f)
+        backend = data.get("backend", backend)
         for row in data["results"]:
             common = (row["size"], row["bytes"], row["items"], row["unit"], row.get("check", ""))
             if g == 1 and "gridspan_1gpu_s" in row:
@@ -55,7 +58,7 @@ def load(folder):
             if g > 1 and f"gridspan_1proc_{g}gpu_s" in row:
                 runs[bench].append((g, "process", *common[:4],
                                     mean(row[f"gridspan_1proc_{g}gpu_s"]), common[4]))
-    return runs
+    return runs, backend
 
 
 def analyse(runs):
@@ -92,16 +95,21 @@ def fmt(x, pct=False):
 
 
 def main(folder, out_dir):
-    runs = load(folder)
+    runs, backend = load(folder)
+
+    def devices(g):
+        return f"{g} " + ("GPU" if backend == "cuda" else "cpu device") + ("s" if g > 1 else "")
     if not runs:
         sys.exit(f"plot-scaling: no <bench>-<g>.json in {folder}")
     table = analyse(runs)
     date = os.path.basename(os.path.normpath(folder)).removeprefix("scaling-")
+    tag = re.fullmatch(r"\d{4}-\d\d-\d\d(-(.+))?", date)
+    prefix = "plot-scaling-" + (tag.group(2) + "-" if tag and tag.group(2) else "")
     with open(os.path.join(out_dir, f"scaling-{date}.json"), "w") as f:
         json.dump(table, f, indent=1)
     gpus = sorted({g for e in table.values() for g in e["modes"]["process"]})
     print("| benchmark | base size | " + " | ".join(
-        f"strong {g} GPUs (process / ranks) | weak {g} GPUs (process / ranks)" for g in gpus
+        f"strong {devices(g)} (process / ranks) | weak {devices(g)} (process / ranks)" for g in gpus
         if g > 1) + " |")
     print("|---|---|" + "---|---|" * (len(gpus) - 1))
     for bench, e in table.items():
@@ -127,7 +135,7 @@ def main(folder, out_dir):
         for g, mode, size, nbytes, items, unit, t, _ in runs[bench]:
             if g == 1 and mode == "ranks":
                 continue
-            label = "1 GPU" if g == 1 else f"{g} GPUs, " + (
+            label = devices(g) if g == 1 else f"{devices(g)}, " + (
                 "one process" if mode == "process" else "one rank each")
             series[label].append((items if by_items else nbytes / 1e9, items / t))
         for label, pts in sorted(series.items()):
@@ -142,21 +150,23 @@ def main(folder, out_dir):
     for ax in list(axes.flat)[len(names):]:
         ax.axis("off")
     fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "plot-scaling-throughput.png"), dpi=110)
+    fig.savefig(os.path.join(out_dir, prefix + "throughput.png"), dpi=110)
 
     # Strong speedups and weak efficiencies, bars per benchmark.
+    has_weak = any(m.get(g, {}).get("weak_efficiency") is not None for e in table.values()
+                   for m in e["modes"].values() for g in gpus if g > 1)
     for key, title, fname, ideal in (
-            ("strong_speedup", "strong scaling: speedup over 1 GPU", "plot-scaling-strong.png",
-             None),
-            ("weak_efficiency", "weak scaling: efficiency (1 = perfect)",
-             "plot-scaling-weak.png", 1.0)):
+            ("strong_speedup", f"strong scaling: speedup over {devices(1)}", "strong.png", None),
+            ("weak_efficiency", "weak scaling: efficiency (1 = perfect)", "weak.png", 1.0)):
+        if key == "weak_efficiency" and not has_weak:
+            continue
         fig, ax = plt.subplots(figsize=(10, 3.8))
         bars = [(g, mode) for g in gpus if g > 1 for mode in ("process", "ranks")]
         width = 0.8 / max(1, len(bars))
         for k, (g, mode) in enumerate(bars):
             ys = [table[b]["modes"][mode].get(g, {}).get(key) or 0 for b in names]
             ax.bar([i + k * width for i in range(len(names))], ys, width,
-                   label=f"{g} GPUs, " + ("one process" if mode == "process" else "one rank each"))
+                   label=f"{devices(g)}, " + ("one process" if mode == "process" else "one rank each"))
         for g in gpus:
             if g > 1 and ideal is None:
                 ax.axhline(g, color="grey", lw=0.5, ls="--")
@@ -167,7 +177,7 @@ def main(folder, out_dir):
         ax.set_title(title)
         ax.legend(fontsize=8)
         fig.tight_layout()
-        fig.savefig(os.path.join(out_dir, fname), dpi=110)
+        fig.savefig(os.path.join(out_dir, prefix + fname), dpi=110)
     # Where the targets stand at the largest GPU count run.
     g = max(gpus)
     for bench, e in table.items():
@@ -175,7 +185,7 @@ def main(folder, out_dir):
             eff = e["modes"][mode].get(g, {}).get("weak_efficiency")
             want = TARGET.get(bench, 0.90 if bench in COMPUTE_BOUND else None)
             if eff is not None and want is not None:
-                print(f"{bench} {mode} weak efficiency at {g} GPUs: {100 * eff:.1f}% "
+                print(f"{bench} {mode} weak efficiency at {devices(g)}: {100 * eff:.1f}% "
                       f"(target at 8 GPUs: {100 * want:.0f}%)")
 
 

@@ -1,6 +1,7 @@
 // The paper's eight benchmarks (Lightning, section 6) as specs: kernels written from the
 // algorithms (SHOC MD5 and SpMV, CUDA samples N-Body and Black-Scholes, Rodinia K-Means and
-// HotSpot, a radio-astronomy correlator, a tiled GEMM). Step s doubles the data of step s-1.
+// HotSpot, a radio-astronomy correlator, a tiled GEMM). Step s doubles the data of step s-1;
+// steps below 0 halve it (small sizes for the cpu backend).
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -53,6 +54,20 @@ Generator gpu_integers(std::mt19937_64& g, int64_t below) {
   return Generator{Generator::Kind::integer, g(), 0, double(below)};
 }
 
+// base x 2^s, for any step s.
+int64_t doubled(int64_t base, int s) {
+  return s >= 0 ? base << s : base >> -s;
+}
+
+// Sizes that grow by sqrt(2) per step: base x 2^floor(s/2) (x sqrt(2) on odd steps, as
+// `odd` says), for any step s.
+int64_t doubled_every_other(int64_t base, int s) {
+  return doubled(base, s >= 0 ? s / 2 : -((1 - s) / 2));
+}
+bool odd(int s) {
+  return s % 2 != 0;
+}
+
 // Chunks of about 1/(4 devices) of `n` along axis 0, rounded up to `align`: four per
 // device, so that a run with half of the data in device memory can stream them.
 int64_t share(int64_t n, int devices, int64_t align) {
@@ -90,7 +105,7 @@ __device__ void blackscholes(dim3 blockIdx, int64_t n, float r, float v, gridspa
 )";
 
 Spec blackscholes(int s, std::mt19937_64& g) {
-  const int64_t n = (int64_t(1) << 26) << s;  // 5 arrays of 4 bytes: 1.3 GB at s = 0
+  const int64_t n = doubled(int64_t(1) << 26, s);  // 5 arrays of 4 bytes: 1.3 GB at s = 0
   Spec p;
   p.name = "blackscholes";
   p.size_label = fmt::format("n={}", n);
@@ -151,8 +166,8 @@ __device__ void nbody(dim3 blockIdx, int64_t n, float dt, float eps2, gridspan::
 )";
 
 Spec nbody(int s, std::mt19937_64& g) {
-  const int64_t n = int64_t(65536) << (s / 2) << (s % 2 ? 0 : 0);  // O(n^2) work
-  const int64_t bodies = s % 2 ? n + n / 2 : n;
+  const int64_t n = doubled_every_other(65536, s);  // O(n^2) work
+  const int64_t bodies = odd(s) ? n + n / 2 : n;
   Spec p;
   p.name = "nbody";
   p.size_label = fmt::format("n={}", bodies);
@@ -198,7 +213,7 @@ __device__ void hotspot(dim3 blockIdx, int rows, int cols, float cap, float rx, 
 )";
 
 Spec hotspot(int s, std::mt19937_64& g) {
-  const int64_t cols = 16384, rows = int64_t(8192) << s;  // 3 arrays: 1.6 GB at s = 0
+  const int64_t cols = 16384, rows = doubled(8192, s);  // 3 arrays: 1.6 GB at s = 0
   Spec p;
   p.name = "hotspot";
   p.size_label = fmt::format("{}x{}", rows, cols);
@@ -260,8 +275,9 @@ __device__ void gemm(dim3 blockIdx, int n, gridspan::Matrix<float> c, const grid
 
 Spec gemm(int s, std::mt19937_64& g) {
   // Each step doubles the data: n grows by sqrt(2), rounded to the 32-wide tiles.
-  const int64_t n =
-      int64_t(std::llround(8192 * std::pow(2.0, s / 2) * (s % 2 ? std::sqrt(2.0) : 1.0) / 32)) * 32;
+  const int64_t n = int64_t(std::llround(double(doubled_every_other(8192, s)) *
+                                         (odd(s) ? std::sqrt(2.0) : 1.0) / 32)) *
+                    32;
   Spec p;
   p.name = "gemm";
   p.size_label = fmt::format("n={}", n);
@@ -304,7 +320,7 @@ __device__ void spmv(dim3 blockIdx, int64_t n, int width, gridspan::Vector<float
 )";
 
 Spec spmv(int s, std::mt19937_64& g) {
-  const int64_t n = s % 2 ? 181 * 1024 << (s / 2) : int64_t(128 * 1024) << (s / 2);
+  const int64_t n = doubled_every_other(odd(s) ? 181 * 1024 : 128 * 1024, s);
   const int width = int(n / 1000);  // 0.1% of the columns in every row
   Spec p;
   p.name = "spmv";
@@ -375,7 +391,7 @@ __device__ void kmeans_update(dim3 blockIdx, gridspan::Matrix<float> centres,
 )";
 
 Spec kmeans(int s, std::mt19937_64& g) {
-  const int64_t n = (int64_t(1) << 25) << s;  // 20 bytes per point: 0.67 GB at s = 0
+  const int64_t n = doubled(int64_t(1) << 25, s);  // 20 bytes per point: 0.67 GB at s = 0
   Spec p;
   p.name = "kmeans";
   p.size_label = fmt::format("n={}", n);
@@ -503,7 +519,7 @@ std::array<uint32_t, 4> md5_host(uint64_t key) {
 }
 
 Spec md5(int s, std::mt19937_64& g) {
-  const int64_t n = (int64_t(1) << 32) >> 3 << s;  // 2^29 keys at s = 0; no data to speak of
+  const int64_t n = doubled(int64_t(1) << 29, s);  // 2^29 keys at s = 0; no data to speak of
   const int64_t target = std::uniform_int_distribution<int64_t>(0, n - 1)(g);
   const auto h = md5_host(uint64_t(target));
   Spec p;
@@ -551,7 +567,7 @@ __device__ void correlate(dim3 blockIdx, int antennas, int times, gridspan::Tens
 )";
 
 Spec correlator(int s, std::mt19937_64& g) {
-  const int64_t antennas = 256, times = 1024, channels = int64_t(64) << s;  // 0.6 GB at s = 0
+  const int64_t antennas = 256, times = 1024, channels = doubled(64, s);  // 0.6 GB at s = 0
   Spec p;
   p.name = "correlator";
   p.size_label = fmt::format("channels={}", channels);
@@ -667,7 +683,7 @@ __device__ void cc_assign(dim3 blockIdx, int count, int clusters, gridspan::Vect
 )";
 
 Spec cocluster(int s, std::mt19937_64& g) {
-  const int64_t n = 4096, m = int64_t(16384) << s;  // 256 MB at s = 0
+  const int64_t n = 4096, m = doubled(16384, s);  // 256 MB at s = 0
   Spec p;
   p.name = "cocluster";
   p.size_label = fmt::format("{}x{}", m, n);

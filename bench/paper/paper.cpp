@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -105,16 +106,17 @@ int mpi_ranks() {
   return Process::distributed() ? Process::get().size() : 1;
 }
 
-// `one_process`: under mpirun, rank 0 alone with `gpus` GPUs (the others wait).
-Timing run_gridspan(const Spec& spec, int gpus, std::size_t device_memory, int runs, int split = 1,
-                    bool one_process = false) {
+// `one_process`: under mpirun, rank 0 alone with `gpus` GPUs (the others wait). `backend`
+// "cpu": `gpus` virtual cpu devices instead (GRIDSPAN_CPU_THREADS threads each).
+Timing run_gridspan(const Spec& spec, const std::string& backend, int gpus,
+                    std::size_t device_memory, int runs, int split = 1, bool one_process = false) {
   gs::Config c = gs::Config::from_env();
-  c.backend = "cuda";
+  c.backend = backend;
   // Under mpirun `gpus` counts every rank's: each rank takes its share.
   const int ranks = one_process ? 1 : mpi_ranks();
   if (gpus % ranks)
     throw Error(fmt::format("bench: {} GPUs cannot be shared by {} ranks", gpus, ranks));
-  c.gpus = gpus / ranks;
+  (backend == "cpu" ? c.cpu_devices : c.gpus) = gpus / ranks;
   c.mpi = !one_process;
   c.device_memory = device_memory;
   gs::Context ctx(c);
@@ -507,7 +509,7 @@ int check_generators_on_cpu() {
 }  // namespace gridspan::bench
 
 struct Options {
-  std::string which = "all", sizes = "0", gpus = "1,2", json_path;
+  std::string which = "all", sizes = "0", gpus = "1,2", json_path, backend = "cuda";
   int runs = 5;
   bool ooc = false;
   int ooc_split = 4;
@@ -535,6 +537,9 @@ int main(int argc, char** argv) {
   app.add_flag("--skip-cuda", o.skip_cuda,
                "do not run the plain CUDA program (gridspan's results are checked against the "
                "known answer where there is one)");
+  app.add_option("--backend", o.backend,
+                 "cpu: gridspan on virtual cpu devices (--gpus counts them), no plain CUDA run")
+      ->check(CLI::IsMember({"cuda", "cpu"}));
   CLI11_PARSE(app, argc, argv);
   // Under mpirun the other ranks serve rank 0's runs; every rank returns its code.
   using gridspan::runtime::Process;
@@ -544,8 +549,10 @@ int main(int argc, char** argv) {
 }
 
 int bench_main(const Options& o) {
-  const auto& [which, sizes, gpus, json_path, runs, ooc, ooc_split, dry, check_generators,
-               skip_cuda] = o;
+  const auto& [which, sizes, gpus, json_path, backend, runs, ooc, ooc_split, dry, check_generators,
+               skip_cuda_flag] = o;
+  const bool skip_cuda = skip_cuda_flag || backend == "cpu";
+  const char* device_word = backend == "cpu" ? "cpu device" : "GPU";
   using namespace gridspan::bench;
   if (check_generators) return check_generators_on_cpu();
   if (dry) {
@@ -591,11 +598,17 @@ int bench_main(const Options& o) {
       std::stringstream ss(which);
       for (std::string n; std::getline(ss, n, ',');) names.push_back(n);
     }
-    Direct gpu;
-    auto [d2d, h2d] = gpu.bandwidths();
-    fmt::print("device-to-device copy {:.0f} GB/s, pinned host->device {:.1f} GB/s\n", d2d / 1e9,
-               h2d / 1e9);
-    nlohmann::json out = {{"d2d_bytes_per_s", d2d}, {"h2d_bytes_per_s", h2d}, {"results", {}}};
+    // The plain CUDA program's GPU (and the copy bandwidths), unless it is not run.
+    std::optional<Direct> gpu;
+    nlohmann::json out = {{"backend", backend}, {"results", {}}};
+    if (backend == "cuda") {
+      gpu.emplace();
+      auto [d2d, h2d] = gpu->bandwidths();
+      fmt::print("device-to-device copy {:.0f} GB/s, pinned host->device {:.1f} GB/s\n", d2d / 1e9,
+                 h2d / 1e9);
+      out["d2d_bytes_per_s"] = d2d;
+      out["h2d_bytes_per_s"] = h2d;
+    }
     fmt::print("{:<12} {:<22} {:>9} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9} {:>6}  {}\n", "bench",
                "size", "data", "cuda s", "gs1 s", "gs2 s", "overhead", "speedup", "ooc loss",
                "GB/s", "check");
@@ -616,8 +629,10 @@ int bench_main(const Options& o) {
           return b.output.empty() ? spec.expected : b.output;
         };
         try {
-          if (skip_cuda) throw gridspan::Error("skipped (--skip-cuda)");
-          base = run_baseline(gpu, spec, runs);
+          if (skip_cuda)
+            throw gridspan::Error(backend == "cpu" ? "skipped (--backend cpu)"
+                                                   : "skipped (--skip-cuda)");
+          base = run_baseline(*gpu, spec, runs);
           row["cuda_s"] = base.runs;
         } catch (const gridspan::Error& e) {
           row["cuda_error"] = e.what();
@@ -628,7 +643,7 @@ int bench_main(const Options& o) {
         std::map<int, double> gs_time;
         std::map<int, std::vector<unsigned char>> gs_output;
         for (int g : parse_ints(gpus)) {
-          Timing t = run_gridspan(spec, g, 0, runs);
+          Timing t = run_gridspan(spec, backend, g, 0, runs);
           gs_time[g] = t.mean();
           gs_output[g] = t.output;
           row[fmt::format("gridspan_{}gpu_s", g)] = t.runs;
@@ -641,7 +656,7 @@ int bench_main(const Options& o) {
         }
         // Under mpirun: R ranks of one GPU each against one process with R GPUs.
         if (const int r = mpi_ranks(); r > 1) {
-          Timing one = run_gridspan(spec, r, 0, runs, 1, true);
+          Timing one = run_gridspan(spec, backend, r, 0, runs, 1, true);
           row[fmt::format("gridspan_1proc_{}gpu_s", r)] = one.runs;
           const double ratio = gs_time.count(r) ? gs_time[r] / one.mean() : NAN;
           row["ranks_vs_one_process"] = ratio;
@@ -650,10 +665,10 @@ int bench_main(const Options& o) {
                                       compare(spec, gs_output[r], one.output),
                                       compare(spec, one.output, reference(base)));
           fmt::print(
-              "{:<12} {:<22} {} ranks x 1 GPU {:.5f} s, 1 process x {} GPUs {:.5f} s: "
+              "{:<12} {:<22} {} ranks x 1 {} {:.5f} s, 1 process x {} {}s {:.5f} s: "
               "{:+.2f}% ({})\n",
-              name, spec.size_label, r, gs_time.count(r) ? gs_time[r] : NAN, r, one.mean(),
-              100 * (ratio - 1), c);
+              name, spec.size_label, r, device_word, gs_time.count(r) ? gs_time[r] : NAN, r,
+              device_word, one.mean(), 100 * (ratio - 1), c);
         }
         double loss = NAN, link = NAN;
         if (ooc && !spec.no_out_of_core.empty()) {
@@ -662,8 +677,8 @@ int bench_main(const Options& o) {
         } else if (ooc) {
           try {
             // Finer chunks out of core, and the same in core for the comparison.
-            Timing in = run_gridspan(spec, 1, 0, runs, ooc_split);
-            Timing t = run_gridspan(spec, 1, spec.bytes() / 2, runs, ooc_split);
+            Timing in = run_gridspan(spec, backend, 1, 0, runs, ooc_split);
+            Timing t = run_gridspan(spec, backend, 1, spec.bytes() / 2, runs, ooc_split);
             row["ooc_split"] = ooc_split;
             row["incore_split_1gpu_s"] = in.runs;
             row["ooc_1gpu_s"] = t.runs;

@@ -215,6 +215,95 @@ __device__ void halves(dim3 blockIdx, gridspan::Vector<__half> h, const gridspan
   }
 }
 
+// A superblock's blocks spread over a cpu device's threads: every block runs once, every
+// element of the superblock is written and none outside it.
+TEST(CpuKernel, ASuperblockRunsOnceOverTheDeviceThreads) {
+  const char* src = R"(
+__device__ void spread(dim3 blockIdx, gridspan::Matrix<float> out, const gridspan::Matrix<float> a,
+                       gridspan::Vector<int> hits) {
+  int j = blockIdx.x * blockDim.x + threadIdx.x;
+  int i = blockIdx.y * blockDim.y + threadIdx.y;
+  out(i, j) = a(i, j) * 3.0f + 1.0f;
+  atomicAdd(&hits[blockIdx.y * gridDim.x + blockIdx.x], 1);
+}
+)";
+  auto k = cpu_backend().compile(
+      kernel("spread", src,
+             {array_param("out", 2, DType::f32), array_param("a", 2, DType::f32, true),
+              array_param("hits", 1, DType::i32)}));
+  backend::cpu::CpuDevice device(0, 1 << 20, 3);
+  // Grid 4 x 40 blocks of 2 x 2 threads; the superblock: blocks x [1, 3), y [5, 37).
+  const int64_t rows = 80, cols = 8, gx = 4, gy = 40;
+  auto g = rng(23);
+  std::uniform_real_distribution<float> u(-8, 8);
+  std::vector<float> a(rows * cols), out(rows * cols, poison<float>());
+  for (auto& v : a) v = u(g);
+  std::vector<int32_t> hits(gx * gy, 0);
+  LaunchDesc d(3, {1, 5, 0}, {3, 37, 1}, {2, 2, 1}, {gx, gy, 1});
+  d.arrays[0] = chunk_arg(out.data(), 2, {0, 0, 0}, {rows, cols, 1}, 4, GS_WRITE);
+  d.arrays[1] = chunk_arg(a.data(), 2, {0, 0, 0}, {rows, cols, 1}, 4, GS_READ);
+  d.arrays[2] = chunk_arg(hits.data(), 1, {0, 0, 0}, {gx * gy, 1, 1}, 4, GS_ATOMIC, GS_ADD);
+  k->run(d.get(), device);
+  for (int64_t by = 0; by < gy; ++by)
+    for (int64_t bx = 0; bx < gx; ++bx)
+      EXPECT_EQ(hits[by * gx + bx], bx >= 1 && bx < 3 && by >= 5 && by < 37 ? 4 : 0)
+          << "block " << bx << "," << by;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      const int64_t at = i * cols + j;
+      if (i >= 10 && i < 74 && j >= 2 && j < 6)
+        EXPECT_EQ(out[at], a[at] * 3.0f + 1.0f) << i << "," << j;
+      else
+        EXPECT_TRUE(std::isnan(out[at])) << i << "," << j << " is outside the superblock";
+    }
+}
+
+// CUDA's vector types: members, make_ functions, layouts as vector_types.h gives them, in
+// __shared__ arrays and through the views.
+TEST(CpuKernel, VectorTypes) {
+  const char* src = R"(
+static_assert(sizeof(float4) == 16 && alignof(float4) == 16 && sizeof(float3) == 12 &&
+                  alignof(float3) == 4 && alignof(float2) == 8 && alignof(double2) == 16 &&
+                  alignof(double4) == 16 && sizeof(char3) == 3 && alignof(short2) == 4 &&
+                  alignof(int4) == 16 && sizeof(ulonglong2) == 16 && sizeof(uint3) == 12,
+              "CUDA's vector layouts");
+__device__ void vec(dim3 blockIdx, const gridspan::Matrix<float> p, gridspan::Vector<float> out,
+                    gridspan::Vector<int> idx) {
+  __shared__ float4 tile[4];
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  tile[threadIdx.x] = make_float4(p[i][0], p[i][1], p[i][2], p[i][3]);
+  __syncthreads();
+  float4 q = tile[(threadIdx.x + 1) % blockDim.x];
+  double2 d = make_double2(q.x * q.y, q.z - q.w);
+  out[i] = float(d.x + d.y);
+  int2 ij = make_int2(i, int(threadIdx.x));
+  uchar4 c = make_uchar4(1, 2, 3, 200);
+  idx[i] = ij.x * 10 + ij.y + c.w;
+}
+)";
+  auto k = cpu_backend().compile(
+      kernel("vec", src,
+             {array_param("p", 2, DType::f32, true), array_param("out", 1, DType::f32),
+              array_param("idx", 1, DType::i32)}));
+  auto g = rng(21);
+  std::uniform_real_distribution<float> u(-4, 4);
+  std::vector<float> p(8 * 4);
+  for (auto& v : p) v = u(g);
+  std::vector<float> out(8, poison<float>());
+  std::vector<int32_t> idx(8, poison<int32_t>());
+  LaunchDesc d(3, {0, 0, 0}, {2, 1, 1}, {4, 1, 1}, {2, 1, 1});
+  d.arrays[0] = chunk_arg(p.data(), 2, {0, 0, 0}, {8, 4, 1}, 4, GS_READ);
+  d.arrays[1] = chunk_arg(out.data(), 1, {0, 0, 0}, {8, 1, 1}, 4, GS_WRITE);
+  d.arrays[2] = chunk_arg(idx.data(), 1, {0, 0, 0}, {8, 1, 1}, 4, GS_WRITE);
+  k->run(d.get(), any_device());
+  for (int i = 0; i < 8; ++i) {
+    const int j = i / 4 * 4 + (i % 4 + 1) % 4;  // the next thread's row, within the block
+    const float* q = &p[j * 4];
+    EXPECT_EQ(out[i], float(double(q[0] * q[1]) + double(q[2] - q[3]))) << i;
+    EXPECT_EQ(idx[i], i * 10 + i % 4 + 200) << i;
+  }
+}
+
 // The device headers' float16/bfloat16 conversions agree with the host's (core/half.hpp)
 // on every 16-bit pattern and on random floats, rounding included.
 TEST(CpuKernel, Float16ConversionsMatchTheHost) {

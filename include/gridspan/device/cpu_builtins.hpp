@@ -1,8 +1,8 @@
 // The CUDA built-ins a kernel uses, for the cpu backend: dim3, threadIdx/blockDim/gridDim,
-// the qualifiers, __shared__, __syncthreads, atomics, fast-math functions and minimal
-// __half/__nv_bfloat16. All threads of a block run on one OS thread (as loops, or as fibers
-// when the kernel calls __syncthreads), so the per-thread built-ins are thread_local.
-// Warp intrinsics are not provided; the compiler rejects kernels that use them.
+// the qualifiers, __shared__, __syncthreads, atomics, fast-math functions, the vector types
+// (float4, make_int2, ...) and minimal __half/__nv_bfloat16. All threads of a block run on one OS
+// thread (as loops, or as fibers when the kernel calls __syncthreads), so the per-thread built-ins
+// are thread_local. Warp intrinsics are not provided; the compiler rejects kernels that use them.
 #pragma once
 
 #ifndef __CUDACC__
@@ -42,6 +42,54 @@ struct dim3 {
   constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
   constexpr operator uint3() const { return uint3{x, y, z}; }
 };
+
+// ---- vector types: CUDA's names, members, alignments and make_ functions ---------------
+// (uint3 above is one of them.) Two members align to their size, three to one member, four
+// to their size up to 16 bytes, as in CUDA's vector_types.h.
+#define GRIDSPAN_VECTOR_1_2_4(T, name)                              \
+  struct name##1 {                                                  \
+    T x;                                                            \
+  };                                                                \
+  struct alignas(2 * sizeof(T) < 16 ? 2 * sizeof(T) : 16) name##2 { \
+    T x, y;                                                         \
+  };                                                                \
+  struct alignas(4 * sizeof(T) < 16 ? 4 * sizeof(T) : 16) name##4 { \
+    T x, y, z, w;                                                   \
+  };                                                                \
+  inline name##1 make_##name##1(T x) {                              \
+    return name##1 {x};                                             \
+  }                                                                 \
+  inline name##2 make_##name##2(T x, T y) {                         \
+    return name##2 {x, y};                                          \
+  }                                                                 \
+  inline name##4 make_##name##4(T x, T y, T z, T w) {               \
+    return name##4 {x, y, z, w};                                    \
+  }
+#define GRIDSPAN_VECTOR(T, name)                 \
+  GRIDSPAN_VECTOR_1_2_4(T, name)                 \
+  struct name##3 {                               \
+    T x, y, z;                                   \
+  };                                             \
+  inline name##3 make_##name##3(T x, T y, T z) { \
+    return name##3 {x, y, z};                    \
+  }
+GRIDSPAN_VECTOR(signed char, char)
+GRIDSPAN_VECTOR(unsigned char, uchar)
+GRIDSPAN_VECTOR(short, short)
+GRIDSPAN_VECTOR(unsigned short, ushort)
+GRIDSPAN_VECTOR(int, int)
+GRIDSPAN_VECTOR_1_2_4(unsigned int, uint)
+inline uint3 make_uint3(unsigned int x, unsigned int y, unsigned int z) {
+  return uint3{x, y, z};
+}
+GRIDSPAN_VECTOR(long, long)
+GRIDSPAN_VECTOR(unsigned long, ulong)
+GRIDSPAN_VECTOR(long long, longlong)
+GRIDSPAN_VECTOR(unsigned long long, ulonglong)
+GRIDSPAN_VECTOR(float, float)
+GRIDSPAN_VECTOR(double, double)
+#undef GRIDSPAN_VECTOR
+#undef GRIDSPAN_VECTOR_1_2_4
 
 static thread_local uint3 threadIdx;
 static thread_local dim3 blockDim;
