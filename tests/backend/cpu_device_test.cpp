@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "backend/cpu/cpu.hpp"
 #include "backend/kernel_support.hpp"
 #include "gridspan/core/error.hpp"
@@ -160,6 +162,43 @@ TEST(CpuDevice, DestructorRunsEverythingSubmittedFirst) {
   }
   EXPECT_EQ(work.load(), 200);
   EXPECT_EQ(done.load(), 200);
+}
+
+TEST(CpuDevice, ParallelRunsEveryPieceOnceAndRethrowsAfterAllEnded) {
+  CpuDevice d(0, 1 << 20, 3);
+  const int pieces = 1000;
+  std::vector<std::atomic<int>> runs(pieces);
+  d.parallel(pieces, [&](int i) { runs[i].fetch_add(1); });
+  for (int i = 0; i < pieces; ++i) ASSERT_EQ(runs[i].load(), 1) << "piece " << i;
+  std::vector<std::atomic<int>> again(pieces);
+  try {
+    d.parallel(pieces, [&](int i) {
+      again[i].fetch_add(1);
+      if (i == 5 || i == 700) throw LaunchError(fmt::format("piece {} failed", i));
+    });
+    ADD_FAILURE() << "no exception";
+  } catch (const LaunchError& e) {
+    EXPECT_TRUE(std::string(e.what()) == "piece 5 failed" ||
+                std::string(e.what()) == "piece 700 failed")
+        << e.what();
+  }
+  for (int i = 0; i < pieces; ++i) ASSERT_EQ(again[i].load(), 1) << "piece " << i;
+}
+
+// With every executor thread busy, the caller runs all the pieces itself: no wait on work
+// queued behind the busy ones.
+TEST(CpuDevice, ParallelWhileEveryExecutorIsBusyRunsOnTheCaller) {
+  CpuDevice d(0, 1 << 20, 2);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> busy{0};
+  for (int t = 0; t < 2; ++t)
+    d.submit([&, released] { busy.fetch_add(1), released.wait(); }, nullptr, {});
+  while (busy.load() < 2) std::this_thread::yield();
+  std::vector<std::thread::id> ran(64);
+  d.parallel(64, [&](int i) { ran[i] = std::this_thread::get_id(); });
+  for (const auto& id : ran) EXPECT_EQ(id, std::this_thread::get_id());
+  release.set_value();
 }
 
 TEST(CpuBackend, MakesTheConfiguredDevices) {

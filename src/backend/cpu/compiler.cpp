@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -180,7 +181,32 @@ class CpuKernel final : public CompiledKernel {
   // hold its thread_local storage (__shared__, checked-mode scratch), which LeakSanitizer
   // and late thread exits would otherwise reach through a stale DTV entry.
   ~CpuKernel() override { dlclose(handle_); }
-  void run(const GsLaunch& launch, Device&) const override { entry_(&launch, runtime_); }
+  // A superblock's blocks are spread over the cpu device's threads along the axis with the
+  // most blocks, except where it must run on one thread: a reduce partial (combined without
+  // atomics, see views.hpp) or the checked mode's report.
+  void run(const GsLaunch& launch, Device& device) const override {
+    auto* cpu = dynamic_cast<CpuDevice*>(&device);
+    int axis = 0;
+    for (int ax = 1; ax < 3; ++ax)
+      if (launch.block_hi[ax] - launch.block_lo[ax] > launch.block_hi[axis] - launch.block_lo[axis])
+        axis = ax;
+    const int64_t lo = launch.block_lo[axis], blocks = launch.block_hi[axis] - lo;
+    bool whole = !cpu || cpu->threads() < 2 || blocks < 2 || launch.check;
+    for (int32_t p = 0; p < launch.num_params && !whole; ++p)
+      whole = launch.arrays[p].data && launch.arrays[p].mode == GS_REDUCE;
+    if (whole) {
+      entry_(&launch, runtime_);
+      return;
+    }
+    // A few pieces per thread, so that uneven blocks and busy threads even out.
+    const int pieces = int(std::min<int64_t>(blocks, 4 * int64_t(cpu->threads())));
+    cpu->parallel(pieces, [&](int i) {
+      GsLaunch part = launch;
+      part.block_lo[axis] = lo + blocks * i / pieces;
+      part.block_hi[axis] = lo + blocks * (i + 1) / pieces;
+      entry_(&part, runtime_);
+    });
+  }
 
  private:
   void* handle_;

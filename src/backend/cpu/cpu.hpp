@@ -58,6 +58,10 @@ class CpuDevice final : public Device {
                    const Rect& src_rect, const Rect& region, std::size_t elem_size) override;
 
   int threads() const { return static_cast<int>(threads_.size()); }
+  /// Runs piece(0) .. piece(pieces - 1) on the calling thread and on whichever of this
+  /// device's executor threads come free meanwhile (one launch's blocks over the device's
+  /// cores); returns when every piece has ended, then rethrows the first exception.
+  void parallel(int pieces, const std::function<void(int)>& piece);
 
  private:
   struct Task {

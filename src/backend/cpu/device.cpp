@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -186,6 +187,53 @@ Device::Ticket CpuDevice::submit(std::function<void()> work,
   }
   if (wake) ready_.notify_one();
   return 0;
+}
+
+void CpuDevice::parallel(int pieces, const std::function<void(int)>& piece) {
+  // Pieces are claimed in turn by whoever runs `claim`; the caller claims until none is left
+  // and then waits only for pieces that others are running, so nothing waits on work that
+  // no thread has started. Helpers that start after that find nothing and return.
+  struct Shared {
+    std::atomic<int> next{0};
+    int pieces = 0;
+    const std::function<void(int)>* piece = nullptr;
+    std::mutex mutex;
+    std::condition_variable ended;
+    int left = 0;
+    std::exception_ptr error;
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->pieces = pieces;
+  shared->piece = &piece;
+  shared->left = pieces;
+  auto claim = [shared] {
+    for (int i; (i = shared->next.fetch_add(1, std::memory_order_relaxed)) < shared->pieces;) {
+      std::exception_ptr error;
+      try {
+        (*shared->piece)(i);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard lock(shared->mutex);
+      if (error && !shared->error) shared->error = error;
+      if (--shared->left == 0) shared->ended.notify_all();
+    }
+  };
+  const int helpers = std::min(pieces, threads()) - 1;
+  if (helpers > 0) {
+    bool wake;
+    {
+      std::lock_guard lock(mutex_);
+      for (int h = 0; h < helpers; ++h) queue_.push_back(Task{claim, nullptr});
+      queued_.store(queue_.size(), std::memory_order_release);
+      wake = sleepers_ > 0;
+    }
+    if (wake) ready_.notify_all();
+  }
+  claim();
+  std::unique_lock lock(shared->mutex);
+  shared->ended.wait(lock, [&] { return shared->left == 0; });
+  if (shared->error) std::rethrow_exception(shared->error);
 }
 
 void CpuDevice::executor_loop() {
