@@ -232,26 +232,27 @@ __device__ void spread(dim3 blockIdx, gridspan::Matrix<float> out, const gridspa
              {array_param("out", 2, DType::f32), array_param("a", 2, DType::f32, true),
               array_param("hits", 1, DType::i32)}));
   backend::cpu::CpuDevice device(0, 1 << 20, 3);
-  // Grid 4 x 40 blocks of 2 x 2 threads; the superblock: blocks x [1, 3), y [5, 37).
-  const int64_t rows = 80, cols = 8, gx = 4, gy = 40;
+  // Grid 4 x 40 blocks of 16 x 16 threads; the superblock: blocks x [1, 3), y [5, 37), 16384
+  // threads (enough to be spread).
+  const int64_t rows = 640, cols = 64, gx = 4, gy = 40;
   auto g = rng(23);
   std::uniform_real_distribution<float> u(-8, 8);
   std::vector<float> a(rows * cols), out(rows * cols, poison<float>());
   for (auto& v : a) v = u(g);
   std::vector<int32_t> hits(gx * gy, 0);
-  LaunchDesc d(3, {1, 5, 0}, {3, 37, 1}, {2, 2, 1}, {gx, gy, 1});
+  LaunchDesc d(3, {1, 5, 0}, {3, 37, 1}, {16, 16, 1}, {gx, gy, 1});
   d.arrays[0] = chunk_arg(out.data(), 2, {0, 0, 0}, {rows, cols, 1}, 4, GS_WRITE);
   d.arrays[1] = chunk_arg(a.data(), 2, {0, 0, 0}, {rows, cols, 1}, 4, GS_READ);
   d.arrays[2] = chunk_arg(hits.data(), 1, {0, 0, 0}, {gx * gy, 1, 1}, 4, GS_ATOMIC, GS_ADD);
   k->run(d.get(), device);
   for (int64_t by = 0; by < gy; ++by)
     for (int64_t bx = 0; bx < gx; ++bx)
-      EXPECT_EQ(hits[by * gx + bx], bx >= 1 && bx < 3 && by >= 5 && by < 37 ? 4 : 0)
+      EXPECT_EQ(hits[by * gx + bx], bx >= 1 && bx < 3 && by >= 5 && by < 37 ? 256 : 0)
           << "block " << bx << "," << by;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) {
       const int64_t at = i * cols + j;
-      if (i >= 10 && i < 74 && j >= 2 && j < 6)
+      if (i >= 80 && i < 592 && j >= 16 && j < 48)
         EXPECT_EQ(out[at], a[at] * 3.0f + 1.0f) << i << "," << j;
       else
         EXPECT_TRUE(std::isnan(out[at])) << i << "," << j << " is outside the superblock";

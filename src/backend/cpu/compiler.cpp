@@ -183,7 +183,9 @@ class CpuKernel final : public CompiledKernel {
   ~CpuKernel() override { dlclose(handle_); }
   // A superblock's blocks are spread over the cpu device's threads along the axis with the
   // most blocks, except where it must run on one thread: a reduce partial (combined without
-  // atomics, see views.hpp) or the checked mode's report.
+  // atomics, see views.hpp) or the checked mode's report; and where it is too small for
+  // the hand-off (a few microseconds) to pay.
+  static constexpr int64_t kMinThreadsToSpread = 1024;
   void run(const GsLaunch& launch, Device& device) const override {
     auto* cpu = dynamic_cast<CpuDevice*>(&device);
     int axis = 0;
@@ -191,7 +193,11 @@ class CpuKernel final : public CompiledKernel {
       if (launch.block_hi[ax] - launch.block_lo[ax] > launch.block_hi[axis] - launch.block_lo[axis])
         axis = ax;
     const int64_t lo = launch.block_lo[axis], blocks = launch.block_hi[axis] - lo;
-    bool whole = !cpu || cpu->threads() < 2 || blocks < 2 || launch.check;
+    int64_t threads = 1;
+    for (int ax = 0; ax < 3; ++ax)
+      threads *= (launch.block_hi[ax] - launch.block_lo[ax]) * int64_t(launch.block_dim[ax]);
+    bool whole =
+        !cpu || cpu->threads() < 2 || blocks < 2 || threads < kMinThreadsToSpread || launch.check;
     for (int32_t p = 0; p < launch.num_params && !whole; ++p)
       whole = launch.arrays[p].data && launch.arrays[p].mode == GS_REDUCE;
     if (whole) {
