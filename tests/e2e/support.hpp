@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,8 @@ inline gs::Config config(int devices, std::size_t device_memory = 0, std::size_t
   c.cpu_threads = 1;
   if (device_memory) c.device_memory = device_memory;
   if (host_memory) c.host_memory = host_memory;
-  c.log_level = LogLevel::error;
+  // Quiet unless GRIDSPAN_LOG asks for more (a failing test run again with info).
+  if (!std::getenv("GRIDSPAN_LOG")) c.log_level = LogLevel::error;
   return c;
 }
 

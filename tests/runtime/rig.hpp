@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -36,7 +37,8 @@ struct Rig {
     c.cpu_devices = devices;
     c.gpus = devices;
     c.cpu_threads = 2;
-    c.log_level = LogLevel::error;
+    // Quiet unless GRIDSPAN_LOG asks for more (a failing test run again with info).
+    if (!std::getenv("GRIDSPAN_LOG")) c.log_level = LogLevel::error;
     backend = backend::make_backend(c);
     std::vector<backend::Device*> used = backend->devices();
     if (wrap)

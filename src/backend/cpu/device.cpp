@@ -7,8 +7,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <memory>
 #include <cstring>
+#include <memory>
 
 #include <fmt/format.h>
 
