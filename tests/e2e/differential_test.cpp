@@ -349,9 +349,11 @@ TEST(Differential, RandomProgramsMatchTheSequentialReference) {
               spilled.to_disk);
   // The memory limits are there to make programs spill: most must. Under mpirun each rank
   // holds a share of the data in memory of its own, so fewer spill (how many also depends
-  // on timing there: what is queued when a device fills).
+  // on timing there: what is queued when a device fills). Disk spills vary most: with up to
+  // 8 devices (GRIDSPAN_FUZZ_DEVICES) about a third of the programs spill to disk, and under
+  // the sanitizers fewer (20 of 100 once), so the bar is a sixth.
   EXPECT_GE(spilled.to_host, programs / (2 * ranks()));
-  EXPECT_GE(spilled.to_disk, programs / (4 * ranks()));
+  EXPECT_GE(spilled.to_disk, programs / (6 * ranks()));
 }
 
 }  // namespace
