@@ -68,6 +68,8 @@ class CpuDevice final : public Device {
     std::function<void()> work;
     std::function<void(std::exception_ptr)> done;
   };
+  /// Queues `copies` of the task and wakes sleeping executors (one for a single copy).
+  void enqueue(Task task, int copies);
   void executor_loop();
 
   int index_;

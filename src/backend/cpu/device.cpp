@@ -178,15 +178,24 @@ Device::Ticket CpuDevice::submit(std::function<void()> work,
         fmt::format("internal error: work ordered after other work on {}, which runs "
                     "each work to its end (not asynchronous)",
                     name()));
+  enqueue(Task{std::move(work), std::move(done)}, 1);
+  return 0;
+}
+
+void CpuDevice::enqueue(Task task, int copies) {
   bool wake;
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back(Task{std::move(work), std::move(done)});
+    for (int c = 1; c < copies; ++c) queue_.push_back(task);
+    queue_.push_back(std::move(task));
     queued_.store(queue_.size(), std::memory_order_release);
     wake = sleepers_ > 0;  // no futex call when every executor is busy or polling
   }
-  if (wake) ready_.notify_one();
-  return 0;
+  if (!wake) return;
+  if (copies == 1)
+    ready_.notify_one();
+  else
+    ready_.notify_all();
 }
 
 void CpuDevice::parallel(int pieces, const std::function<void(int)>& piece) {
@@ -219,17 +228,8 @@ void CpuDevice::parallel(int pieces, const std::function<void(int)>& piece) {
       if (--shared->left == 0) shared->ended.notify_all();
     }
   };
-  const int helpers = std::min(pieces, threads()) - 1;
-  if (helpers > 0) {
-    bool wake;
-    {
-      std::lock_guard lock(mutex_);
-      for (int h = 0; h < helpers; ++h) queue_.push_back(Task{claim, nullptr});
-      queued_.store(queue_.size(), std::memory_order_release);
-      wake = sleepers_ > 0;
-    }
-    if (wake) ready_.notify_all();
-  }
+  if (const int helpers = std::min(pieces, threads()) - 1; helpers > 0)
+    enqueue(Task{claim, nullptr}, helpers);
   claim();
   std::unique_lock lock(shared->mutex);
   shared->ended.wait(lock, [&] { return shared->left == 0; });
