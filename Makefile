@@ -28,7 +28,6 @@ demo: $(BUILD)/build.ninja
 test: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
-	scripts/package-test.sh $(BUILD)
 
 sanitize: $(ASAN)/build.ninja
 	cmake --build $(ASAN) -j $(JOBS)

@@ -9,8 +9,7 @@
 #include <thread>
 
 #include "gridspan/gridspan.hpp"
-#include "gridspan/plan/planner.hpp"
-#include "gridspan/runtime/driver.hpp"
+#include "plan/planner.hpp"  // internal: the planner timed on its own (no public way in)
 
 #ifdef GRIDSPAN_WITH_STARPU
 #include "starpu_overhead.hpp"
@@ -79,11 +78,11 @@ class Nothing : public gs::plan::Executable {
 // Tasks planned per second: a launch of `superblocks` superblocks over a rows(1) array,
 // planned (not run) again and again.
 double planner_tasks_per_second(int superblocks, int repeats) {
-  gs::annotation::ParamInfo p;
+  gs::ParamInfo p;
   p.name = "a";
   p.is_array = true;
   p.rank = 1;
-  std::vector<gs::annotation::ParamInfo> params{p};
+  std::vector<gs::ParamInfo> params{p};
   auto ann = gs::annotation::Annotation::parse("global i => write a[i]", params, {});
   gs::plan::Planner planner(2, nullptr);
   gs::plan::ArrayMeta meta;

@@ -7,6 +7,19 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+# Only the API is installed, and nothing <gridspan/gridspan.hpp> reaches lies outside it.
+inc="$tmp/prefix/include"
+internal=$(cd "$inc/gridspan" && find . -type f | sed 's#^\./##' |
+  grep -Ev '^(gridspan\.hpp|api/[a-z_]+\.hpp|core/(config|dtype|error|geometry|half|info|param)\.hpp|distribution/distribution\.hpp|device/[a-z_]+\.(h|hpp))$' || true)
+if [ -n "$internal" ]; then
+  echo "package test: headers outside the API are installed: $internal" >&2
+  exit 1
+fi
+reached=$(${CXX:-c++} -std=c++20 -I"$inc" -MM "$root/tests/package/main.cpp")
+if echo "$reached" | grep -Eq 'gridspan/(runtime|plan|net|backend|annotation)/|/src/'; then
+  echo "package test: <gridspan/gridspan.hpp> reaches an internal header: $reached" >&2
+  exit 1
+fi
 launcher=""
 command -v ccache >/dev/null && launcher="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
 cmake -G Ninja $launcher -S "$root/tests/package" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null

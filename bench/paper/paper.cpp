@@ -20,12 +20,11 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+// Internal: the plain CUDA baselines call the driver API through gridspan's own loader.
 #include "backend/cuda/cuda.hpp"
 #include "backend/cuda/loader.hpp"
 #include "backend/jit.hpp"
 #include "bench/paper/paper.hpp"
-#include "gridspan/runtime/driver.hpp"
-#include "gridspan/runtime/process.hpp"
 
 namespace gridspan::bench {
 namespace {
@@ -102,8 +101,7 @@ void generate(gs::Context& ctx, std::map<std::string, gs::Kernel>& kernels, cons
 // finer pieces, so that part of the data stays resident between sweeps).
 // 1, or the MPI ranks when run under mpirun (rank 0 runs the benchmarks over all of them).
 int mpi_ranks() {
-  using gs::runtime::Process;
-  return Process::distributed() ? Process::get().size() : 1;
+  return gs::process_count();
 }
 
 // `one_process`: under mpirun, rank 0 alone with `gpus` GPUs (the others wait). `backend`
@@ -333,7 +331,7 @@ Timing run_baseline(Direct& gpu, const Spec& spec, int runs) {
   }
   std::map<std::string, const KernelSpec*> kspec;
   std::map<std::string, CUfunction> fn;
-  std::map<std::string, std::vector<annotation::ParamInfo>> signature;  // read once, not per run
+  std::map<std::string, std::vector<ParamInfo>> signature;  // read once, not per run
   for (const auto& k : spec.kernels) {
     kspec[k.function] = &k;
     fn[k.function] = gpu.function(k);
@@ -542,10 +540,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cuda", "cpu"}));
   CLI11_PARSE(app, argc, argv);
   // Under mpirun the other ranks serve rank 0's runs; every rank returns its code.
-  using gridspan::runtime::Process;
-  if (mpi_ranks() == 1) return bench_main(o);
-  if (Process::get().rank() != 0) return Process::get().serve();
-  return Process::get().finish(bench_main(o));
+  return gridspan::run_program([&] { return bench_main(o); });
 }
 
 int bench_main(const Options& o) {

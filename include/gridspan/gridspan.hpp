@@ -3,12 +3,15 @@
 //   namespace gs = gridspan;
 #pragma once
 
-#include "gridspan/annotation/annotation.hpp"
 #include "gridspan/api/array.hpp"
 #include "gridspan/api/context.hpp"
 #include "gridspan/api/event.hpp"
 #include "gridspan/api/kernel.hpp"
 #include "gridspan/core/config.hpp"
+#include "gridspan/core/dtype.hpp"
 #include "gridspan/core/error.hpp"
 #include "gridspan/core/geometry.hpp"
+#include "gridspan/core/half.hpp"
+#include "gridspan/core/info.hpp"
+#include "gridspan/core/param.hpp"
 #include "gridspan/distribution/distribution.hpp"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "gridspan/annotation/annotation.hpp"
+#include "annotation/annotation.hpp"
 
 namespace gridspan::annotation::detail {
 

@@ -2,7 +2,7 @@
 // declaration. Comments, string literals and preprocessor lines are blanked first (keeping
 // every offset, so errors quote the user's line with a caret), then a small tokenizer finds
 // the declaration and splits its parameter list.
-#include "gridspan/annotation/signature.hpp"
+#include "annotation/signature.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -9,10 +9,10 @@
 
 #include <fmt/format.h>
 
+#include "core/log.hpp"
 #include "gridspan/api/context.hpp"
 #include "gridspan/core/half.hpp"
-#include "gridspan/core/log.hpp"
-#include "gridspan/runtime/driver.hpp"
+#include "runtime/driver.hpp"
 
 namespace gridspan {
 
@@ -68,7 +68,7 @@ void throw_null_array() {
 struct KernelState {
   std::shared_ptr<runtime::Driver> driver;
   std::string name;
-  std::vector<annotation::ParamInfo> params;
+  std::vector<ParamInfo> params;
   annotation::Annotation annotation;
   std::shared_ptr<const plan::Executable> executable;
 };
@@ -128,7 +128,7 @@ namespace {
 
 annotation::Annotation parse_annotations(const std::string& name,
                                          const std::vector<std::string>& texts,
-                                         const std::vector<annotation::ParamInfo>& params,
+                                         const std::vector<ParamInfo>& params,
                                          const std::map<std::string, long long>& defines) {
   if (texts.empty())
     throw AnnotationError(
@@ -144,8 +144,7 @@ annotation::Annotation parse_annotations(const std::string& name,
 // Runs a native function for one superblock.
 class NativeExecutable : public plan::Executable {
  public:
-  NativeExecutable(std::string name, std::vector<annotation::ParamInfo> params,
-                   detail::NativeInvoker invoke)
+  NativeExecutable(std::string name, std::vector<ParamInfo> params, detail::NativeInvoker invoke)
       : name_(std::move(name)), params_(std::move(params)), invoke_(std::move(invoke)) {}
   const std::string& name() const override { return name_; }
   void run(const plan::ExecFrame& frame) const override {
@@ -160,12 +159,12 @@ class NativeExecutable : public plan::Executable {
 
  private:
   std::string name_;
-  std::vector<annotation::ParamInfo> params_;
+  std::vector<ParamInfo> params_;
   detail::NativeInvoker invoke_;
 };
 
 // Stores `arg` as parameter `p`'s type, or says why it cannot.
-void pack_scalar(const std::string& kernel, const annotation::ParamInfo& p, int index,
+void pack_scalar(const std::string& kernel, const ParamInfo& p, int index,
                  const detail::LaunchArg& arg, std::vector<unsigned char>& blob) {
   std::size_t size = dtype_size(p.dtype);
   std::size_t at = (blob.size() + 7) / 8 * 8;
@@ -334,7 +333,7 @@ bool register_native(const NativeDef& def) {
   return true;
 }
 
-std::vector<runtime::RankInfo> Context::ranks() const {
+std::vector<RankInfo> Context::ranks() const {
   return driver_->ranks();
 }
 
@@ -348,7 +347,7 @@ int Context::device_count() const {
 std::string Context::backend_name() const {
   return driver_->backend_name();
 }
-std::vector<SpaceStats> Context::memory_stats() const {
+std::vector<MemoryStats> Context::memory_stats() const {
   return driver_->memory_stats();
 }
 const Config& Context::config() const {
@@ -361,7 +360,7 @@ void Context::keep_plans(bool on) {
 const std::string& Kernel::name() const {
   return state_->name;
 }
-const std::vector<annotation::ParamInfo>& Kernel::params() const {
+const std::vector<ParamInfo>& Kernel::params() const {
   return state_->params;
 }
 std::string Kernel::last_plan_dot() const {
@@ -466,8 +465,8 @@ int run_app(const Config& config, const std::function<void(Context&)>& app) {
 
 }  // namespace
 
-int run(Config config, std::function<void(Context&)> app) {
-  if (!runtime::Process::distributed()) return run_app(config, app);
+int run_program(std::function<int()> program) {
+  if (!runtime::Process::distributed()) return program();
   runtime::Process* p;
   try {
     p = &runtime::Process::get();
@@ -475,9 +474,17 @@ int run(Config config, std::function<void(Context&)> app) {
     std::fprintf(stderr, "gridspan error: %s\n", e.what());
     return 1;
   }
-  if (p->size() == 1) return run_app(config, app);
+  if (p->size() == 1) return program();
   if (p->rank() != 0) return p->serve();
-  return p->finish(run_app(config, app));
+  return p->finish(program());
+}
+
+int process_count() {
+  return runtime::Process::distributed() ? runtime::Process::get().size() : 1;
+}
+
+int run(Config config, std::function<void(Context&)> app) {
+  return run_program([&] { return run_app(config, app); });
 }
 
 int run(int argc, char** argv, std::function<void(Context&)> app) {

@@ -3,9 +3,9 @@
 
 #include <fmt/format.h>
 
-#include "gridspan/backend/device.hpp"
+#include "backend/device.hpp"
+#include "core/log.hpp"
 #include "gridspan/core/error.hpp"
-#include "gridspan/core/log.hpp"
 
 #if GRIDSPAN_HAVE_CUDA
 #include "backend/cuda/cuda.hpp"

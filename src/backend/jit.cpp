@@ -93,7 +93,7 @@ std::string file_name(const KernelSource& k) {
   return f;
 }
 
-std::string view_type(const annotation::ParamInfo& p) {
+std::string view_type(const ParamInfo& p) {
   static const char* views[] = {"Scalar", "Vector", "Matrix", "Tensor"};
   if (p.rank < 0 || p.rank > 3) {
     throw CompileError(

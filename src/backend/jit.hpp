@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "gridspan/annotation/signature.hpp"
-#include "gridspan/backend/device.hpp"
+#include "annotation/signature.hpp"
+#include "backend/device.hpp"
 
 namespace gridspan::backend::jit {
 
@@ -28,7 +28,7 @@ bool uses_identifier(std::string_view source, std::string_view name);
 /// The user's file name as a #line directive takes it.
 std::string file_name(const KernelSource& k);
 /// The view type a parameter is passed as: "::gridspan::Matrix<float>".
-std::string view_type(const annotation::ParamInfo& p);
+std::string view_type(const ParamInfo& p);
 
 /// A 128-bit content hash (two independent 64-bit FNV-style streams) as 32 hex digits; for
 /// cache keys, where only accidental collisions matter.

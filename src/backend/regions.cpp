@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "gridspan/backend/regions.hpp"
+#include "backend/regions.hpp"
 #include "gridspan/core/error.hpp"
 #include "gridspan/core/half.hpp"
 

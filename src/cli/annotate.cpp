@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "annotation/annotation.hpp"
 #include "cli/commands.hpp"
-#include "gridspan/annotation/annotation.hpp"
 #include "gridspan/core/error.hpp"
 #include "gridspan/distribution/distribution.hpp"
 
@@ -49,7 +49,7 @@ int run_annotate(const AnnotateOptions& o) {
         fmt::format("--threads {}, --block {} and --superblock {} must have the same number "
                     "of axes",
                     threads.str(), block.str(), per.str()));
-  std::vector<annotation::ParamInfo> params;
+  std::vector<ParamInfo> params;
   std::vector<Dim> shapes;
   for (const auto& a : o.arrays) {
     auto [name, dims] = split(a, "array");
@@ -63,7 +63,7 @@ int run_annotate(const AnnotateOptions& o) {
       if (comma == std::string::npos) break;
       pos = comma + 1;
     }
-    annotation::ParamInfo p;
+    ParamInfo p;
     p.name = name;
     p.is_array = true;
     p.rank = static_cast<int>(extents.size());

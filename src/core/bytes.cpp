@@ -1,7 +1,7 @@
 // Message bodies and the host buffer pool (bytes.hpp). The pool rounds blocks up to size
 // classes (eight per power of two, so at most 12.5% is wasted), keeps freed blocks up to a
 // bound, and gives the smallest cached block of a request's class or the next.
-#include "gridspan/core/bytes.hpp"
+#include "core/bytes.hpp"
 
 #include <algorithm>
 #include <cstdlib>

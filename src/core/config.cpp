@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "core/log.hpp"
 #include "gridspan/core/error.hpp"
-#include "gridspan/core/log.hpp"
 
 namespace gridspan {
 

@@ -1,5 +1,5 @@
 // stderr logging with a process-wide level.
-#include "gridspan/core/log.hpp"
+#include "core/log.hpp"
 
 #include <atomic>
 #include <cstdio>

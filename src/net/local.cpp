@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "gridspan/core/error.hpp"
-#include "gridspan/net/transport.hpp"
+#include "net/transport.hpp"
 
 namespace gridspan::net {
 

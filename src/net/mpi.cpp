@@ -4,7 +4,7 @@
 // into its buffer). A message travels as a header (its tag, size and piece count, and the
 // body itself when small) followed by its pieces; MPI keeps messages of one sender on one
 // tag in order, so a receiver joins the pieces that follow a sender's header.
-#include "gridspan/net/transport.hpp"
+#include "net/transport.hpp"
 
 #include <cstdlib>
 
@@ -22,7 +22,7 @@
 
 #include <fmt/format.h>
 
-#include "gridspan/core/log.hpp"
+#include "core/log.hpp"
 #endif
 
 namespace gridspan::net {

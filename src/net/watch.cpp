@@ -9,9 +9,9 @@
 
 #include <fmt/format.h>
 
+#include "core/log.hpp"
 #include "gridspan/core/error.hpp"
-#include "gridspan/core/log.hpp"
-#include "gridspan/net/transport.hpp"
+#include "net/transport.hpp"
 
 namespace gridspan::net {
 

@@ -1,5 +1,5 @@
 // The byte format of tasks between processes (see wire.hpp).
-#include "gridspan/net/wire.hpp"
+#include "net/wire.hpp"
 
 #include <cstring>
 #include <type_traits>

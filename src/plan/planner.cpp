@@ -7,7 +7,7 @@
 // that part. reduce(op) gives each superblock an identity-filled partial, reduced per
 // device and then across devices in a fixed order, and the result overwrites the union of
 // the reduce regions. Dependencies come from per-chunk (region, task) records.
-#include "gridspan/plan/planner.hpp"
+#include "plan/planner.hpp"
 
 #include <algorithm>
 #include <cstring>

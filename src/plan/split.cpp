@@ -1,5 +1,5 @@
 // Splitting plans over processes (see split.hpp).
-#include "gridspan/plan/split.hpp"
+#include "plan/split.hpp"
 
 #include <algorithm>
 #include <unordered_set>

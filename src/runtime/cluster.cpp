@@ -1,10 +1,10 @@
 // The driver's side of a session over several processes (see cluster.hpp).
-#include "gridspan/runtime/cluster.hpp"
+#include "runtime/cluster.hpp"
 
 #include <fmt/format.h>
 
+#include "core/log.hpp"
 #include "gridspan/core/error.hpp"
-#include "gridspan/core/log.hpp"
 
 namespace gridspan::runtime {
 
@@ -253,7 +253,7 @@ void Cluster::wait_all() {
   }
 }
 
-std::vector<SpaceStats> Cluster::memory_stats(const std::vector<SpaceStats>& local) {
+std::vector<MemoryStats> Cluster::memory_stats(const std::vector<MemoryStats>& local) {
   // One request at a time: another caller's would clear the figures this one waits for.
   std::lock_guard one(stats_call_mutex_);
   const int ranks = transport_.size();
@@ -266,8 +266,8 @@ std::vector<SpaceStats> Cluster::memory_stats(const std::vector<SpaceStats>& loc
   std::unique_lock lock(mutex_);
   if (!wait_for(lock, [&] { return int(stats_.size()) == ranks; }))
     std::rethrow_exception(failure_);
-  std::vector<SpaceStats> out;
-  SpaceStats host, disk;
+  std::vector<MemoryStats> out;
+  MemoryStats host, disk;
   for (auto& [rank, spaces] : stats_) {
     const std::size_t devices = ranks_[rank].devices.size();
     if (spaces.size() != devices + 2)

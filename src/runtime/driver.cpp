@@ -1,5 +1,5 @@
 // Driver: array metadata, planning under one lock, submission to the in-process worker.
-#include "gridspan/runtime/driver.hpp"
+#include "runtime/driver.hpp"
 
 #include <cstring>
 #include <fstream>
@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/log.hpp"
 #include "gridspan/core/error.hpp"
-#include "gridspan/core/log.hpp"
 
 namespace gridspan::runtime {
 
@@ -194,7 +194,7 @@ void Driver::synchronize() {
   else
     worker_->wait_all();
 }
-std::vector<SpaceStats> Driver::memory_stats() const {
+std::vector<MemoryStats> Driver::memory_stats() const {
   return cluster_ ? cluster_->memory_stats(memory_->stats()) : memory_->stats();
 }
 WorkerStats Driver::worker_stats() const {
@@ -208,14 +208,14 @@ std::string Driver::last_plan_dot() const {
 
 // --- kernels ----------------------------------------------------------------------------
 
-KernelExecutable::KernelExecutable(std::string name, std::vector<annotation::ParamInfo> params,
+KernelExecutable::KernelExecutable(std::string name, std::vector<ParamInfo> params,
                                    std::shared_ptr<backend::CompiledKernel> kernel, bool checked)
     : name_(std::move(name)),
       params_(std::move(params)),
       kernel_(std::move(kernel)),
       checked_(checked) {}
 
-void frame_arguments(const std::vector<annotation::ParamInfo>& params, const plan::ExecFrame& frame,
+void frame_arguments(const std::vector<ParamInfo>& params, const plan::ExecFrame& frame,
                      GsArrayArg* arrays, const void** scalars) {
   const plan::Execute& ex = frame.exec;
   for (std::size_t p = 0; p < params.size(); ++p) {

@@ -19,7 +19,7 @@
 //   space), then plans one movement at a time under the mutex, marks the chunk involved
 //   as moving, does the I/O without the mutex and commits the result under it. Whoever
 //   needs a moving chunk (or space only moving chunks can free) waits for the transit.
-#include "gridspan/runtime/memory.hpp"
+#include "runtime/memory.hpp"
 
 #include <unistd.h>
 
@@ -852,21 +852,21 @@ std::size_t MemoryManager::pinned_bytes(int device) const {
   return impl_->devices[device]->pinned;
 }
 
-std::vector<SpaceStats> MemoryManager::stats() const {
+std::vector<MemoryStats> MemoryManager::stats() const {
   std::lock_guard lock(impl_->mutex);
-  std::vector<SpaceStats> out;
+  std::vector<MemoryStats> out;
   std::size_t host_cached = 0;
   for (const auto& d : impl_->devices) {
-    out.push_back(SpaceStats{d->device->name(), d->usage.used, d->usage.reported_limit(),
-                             d->usage.spilled, d->usage.peak, d->pool.cached_bytes(),
-                             d->usage.copied_out, d->usage.copied_in});
+    out.push_back(MemoryStats{d->device->name(), d->usage.used, d->usage.reported_limit(),
+                              d->usage.spilled, d->usage.peak, d->pool.cached_bytes(),
+                              d->usage.copied_out, d->usage.copied_in});
     host_cached += d->host_pool.cached_bytes();
   }
   const Usage& host = impl_->host;
-  out.push_back(SpaceStats{"host", host.used, host.reported_limit(), host.spilled, host.peak,
-                           host_cached, host.copied_out, host.copied_in});
+  out.push_back(MemoryStats{"host", host.used, host.reported_limit(), host.spilled, host.peak,
+                            host_cached, host.copied_out, host.copied_in});
   const Usage& disk = impl_->disk;
-  out.push_back(SpaceStats{"disk", disk.used, 0, disk.spilled, disk.peak, 0});
+  out.push_back(MemoryStats{"disk", disk.used, 0, disk.spilled, disk.peak, 0});
   return out;
 }
 

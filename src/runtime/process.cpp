@@ -1,5 +1,5 @@
 // This process as one rank of a run under mpirun (see process.hpp).
-#include "gridspan/runtime/process.hpp"
+#include "runtime/process.hpp"
 
 #include <cstdlib>
 #include <thread>
@@ -9,11 +9,11 @@
 
 #include <fmt/format.h>
 
-#include "gridspan/backend/device.hpp"
+#include "backend/device.hpp"
+#include "core/log.hpp"
 #include "gridspan/core/error.hpp"
-#include "gridspan/core/log.hpp"
-#include "gridspan/runtime/service.hpp"
-#include "gridspan/runtime/worker.hpp"
+#include "runtime/service.hpp"
+#include "runtime/worker.hpp"
 
 namespace gridspan::runtime {
 
@@ -107,9 +107,9 @@ RankInfo read_rank_info(net::Reader& r) {
   return info;
 }
 
-void write_stats(net::Writer& w, const std::vector<SpaceStats>& stats) {
+void write_stats(net::Writer& w, const std::vector<MemoryStats>& stats) {
   w.u32(static_cast<uint32_t>(stats.size()));
-  for (const SpaceStats& s : stats) {
+  for (const MemoryStats& s : stats) {
     w.str(s.name);
     for (std::size_t v : {s.used_bytes, s.total_bytes, s.spilled_bytes, s.peak_bytes,
                           s.cached_bytes, s.copied_out_bytes, s.copied_in_bytes})
@@ -117,9 +117,9 @@ void write_stats(net::Writer& w, const std::vector<SpaceStats>& stats) {
   }
 }
 
-std::vector<SpaceStats> read_stats(net::Reader& r) {
-  std::vector<SpaceStats> out(r.count("spaces", 4 + 7 * 8));
-  for (SpaceStats& s : out) {
+std::vector<MemoryStats> read_stats(net::Reader& r) {
+  std::vector<MemoryStats> out(r.count("spaces", 4 + 7 * 8));
+  for (MemoryStats& s : out) {
     s.name = r.str("space name");
     for (std::size_t* v : {&s.used_bytes, &s.total_bytes, &s.spilled_bytes, &s.peak_bytes,
                            &s.cached_bytes, &s.copied_out_bytes, &s.copied_in_bytes})

@@ -1,14 +1,14 @@
 // One rank's worker served over a transport (see service.hpp).
-#include "gridspan/runtime/service.hpp"
+#include "runtime/service.hpp"
 
 #include <cstring>
 
 #include <fmt/format.h>
 
-#include "gridspan/annotation/signature.hpp"
+#include "annotation/signature.hpp"
+#include "core/log.hpp"
 #include "gridspan/core/error.hpp"
-#include "gridspan/core/log.hpp"
-#include "gridspan/runtime/driver.hpp"
+#include "runtime/driver.hpp"
 
 namespace gridspan::runtime {
 

@@ -1,15 +1,15 @@
 // Worker scheduler: dependency counts, ready queue, all-or-nothing staging with bounded
 // bytes staged ahead per device, executors, completion and unstaging.
-#include "gridspan/runtime/worker.hpp"
+#include "runtime/worker.hpp"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "gridspan/backend/regions.hpp"
+#include "backend/regions.hpp"
+#include "core/log.hpp"
 #include "gridspan/core/error.hpp"
-#include "gridspan/core/log.hpp"
-#include "gridspan/plan/planner.hpp"
+#include "plan/planner.hpp"
 
 namespace gridspan::runtime {
 

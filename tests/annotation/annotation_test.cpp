@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "gridspan/annotation/annotation.hpp"
+#include "annotation/annotation.hpp"
 #include "gridspan/core/error.hpp"
 #include "support/random.hpp"
 

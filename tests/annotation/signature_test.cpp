@@ -2,7 +2,7 @@
 // accepted spelling, and each error with its line number and caret.
 #include <gtest/gtest.h>
 
-#include "gridspan/annotation/signature.hpp"
+#include "annotation/signature.hpp"
 #include "gridspan/core/error.hpp"
 
 namespace gridspan::annotation {

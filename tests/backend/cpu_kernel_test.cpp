@@ -21,7 +21,7 @@ namespace {
 using backend::KernelSource;
 
 KernelSource kernel(const std::string& name, const std::string& source,
-                    std::vector<annotation::ParamInfo> params, bool checked = false) {
+                    std::vector<ParamInfo> params, bool checked = false) {
   KernelSource k;
   k.name = name;
   k.source = source;
@@ -555,7 +555,7 @@ __device__ void shifty(dim3 blockIdx, int read_shift, int write_shift,
 }
 )";
 
-std::vector<annotation::ParamInfo> shifty_params() {
+std::vector<ParamInfo> shifty_params() {
   return {scalar_param("read_shift", DType::i32), scalar_param("write_shift", DType::i32),
           array_param("out", 1, DType::f32), array_param("in", 1, DType::f32, true)};
 }

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "gridspan/backend/device.hpp"
+#include "backend/device.hpp"
 #include "gridspan/core/config.hpp"
 
 namespace gridspan::test {
@@ -32,9 +32,8 @@ inline backend::Device& any_device() {
   return *cpu_backend().devices().at(0);
 }
 
-inline annotation::ParamInfo array_param(const std::string& name, int rank, DType t,
-                                         bool is_const = false) {
-  annotation::ParamInfo p;
+inline ParamInfo array_param(const std::string& name, int rank, DType t, bool is_const = false) {
+  ParamInfo p;
   p.name = name;
   p.is_array = true;
   p.rank = rank;
@@ -43,8 +42,8 @@ inline annotation::ParamInfo array_param(const std::string& name, int rank, DTyp
   return p;
 }
 
-inline annotation::ParamInfo scalar_param(const std::string& name, DType t) {
-  annotation::ParamInfo p;
+inline ParamInfo scalar_param(const std::string& name, DType t) {
+  ParamInfo p;
   p.name = name;
   p.dtype = t;
   return p;

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "gridspan/core/bytes.hpp"
+#include "core/bytes.hpp"
 #include "support/random.hpp"
 
 namespace gridspan {

@@ -10,7 +10,7 @@
 #include <random>
 
 #include "e2e/support.hpp"
-#include "gridspan/plan/planner.hpp"
+#include "plan/planner.hpp"
 
 namespace gridspan::test {
 namespace {

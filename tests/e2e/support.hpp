@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "gridspan/gridspan.hpp"
-#include "gridspan/runtime/process.hpp"
 #include "support/random.hpp"
 
 namespace gridspan::test {
@@ -30,8 +29,7 @@ inline gs::Config config(int devices, std::size_t device_memory = 0, std::size_t
 /// The processes of the run: 1, or the ranks under mpirun (each has the devices a config
 /// asks for).
 inline int ranks() {
-  using runtime::Process;
-  return Process::distributed() ? Process::get().size() : 1;
+  return process_count();
 }
 
 /// Expects `fn` to throw E whose message contains every phrase.

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "gridspan/gridspan.hpp"
-#include "gridspan/runtime/process.hpp"
+#include "runtime/process.hpp"
 
 namespace gs = gridspan;
 

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "gridspan/net/transport.hpp"
+#include "net/transport.hpp"
 #include "support/random.hpp"
 
 namespace gridspan::test {

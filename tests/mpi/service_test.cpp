@@ -8,9 +8,9 @@
 #include <map>
 #include <mutex>
 
-#include "gridspan/plan/split.hpp"
-#include "gridspan/runtime/service.hpp"
+#include "plan/split.hpp"
 #include "runtime/rig.hpp"
+#include "runtime/service.hpp"
 
 #include "mpi/mpi_main.hpp"
 #include "support/random.hpp"

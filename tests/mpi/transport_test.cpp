@@ -8,7 +8,7 @@
 #include <string>
 
 #include "gridspan/core/error.hpp"
-#include "gridspan/net/transport.hpp"
+#include "net/transport.hpp"
 
 #include "mpi/mpi_main.hpp"
 #include "support/random.hpp"

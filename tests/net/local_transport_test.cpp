@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "gridspan/core/error.hpp"
-#include "gridspan/net/transport.hpp"
+#include "net/transport.hpp"
 #include "support/random.hpp"
 
 namespace gridspan::net {

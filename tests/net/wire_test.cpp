@@ -7,7 +7,7 @@
 #include <random>
 
 #include "gridspan/core/error.hpp"
-#include "gridspan/net/wire.hpp"
+#include "net/wire.hpp"
 #include "support/random.hpp"
 
 namespace gridspan::net {

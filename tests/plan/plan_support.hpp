@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "gridspan/plan/planner.hpp"
+#include "plan/planner.hpp"
 
 namespace gridspan::plan::test_support {
 
@@ -14,8 +14,8 @@ class Nothing : public Executable {
   std::string name_ = "k";
 };
 
-inline annotation::ParamInfo vec(const char* name, bool is_const = false) {
-  annotation::ParamInfo p;
+inline ParamInfo vec(const char* name, bool is_const = false) {
+  ParamInfo p;
   p.name = name;
   p.is_array = true;
   p.rank = 1;

@@ -6,8 +6,8 @@
 #include <set>
 
 #include "gridspan/core/error.hpp"
-#include "gridspan/plan/planner.hpp"
 #include "plan/plan_support.hpp"
+#include "plan/planner.hpp"
 
 namespace gridspan::plan {
 namespace {
@@ -18,11 +18,11 @@ using test_support::vec;
 struct Fixture {
   int devices;
   Planner planner;
-  std::vector<annotation::ParamInfo> params;
+  std::vector<ParamInfo> params;
   annotation::Annotation ann;
   std::shared_ptr<Nothing> exe = std::make_shared<Nothing>();
 
-  Fixture(int d, std::vector<annotation::ParamInfo> p, const std::string& text)
+  Fixture(int d, std::vector<ParamInfo> p, const std::string& text)
       : devices(d),
         planner(d, nullptr),
         params(std::move(p)),
@@ -229,7 +229,7 @@ TEST(Planner, DependenciesFollowRegionsAcrossLaunches) {
 }
 
 TEST(Planner, ReductionsGoSuperblockThenDeviceThenAcrossDevices) {
-  annotation::ParamInfo s = vec("s");
+  ParamInfo s = vec("s");
   s.rank = 0;
   Fixture f(2, {vec("in", true), s}, "global i => read in[i], reduce(+) s");
   auto in = f.array({800}, dist::rows(100));
@@ -242,7 +242,7 @@ TEST(Planner, ReductionsGoSuperblockThenDeviceThenAcrossDevices) {
 }
 
 TEST(Planner, ReductionTreesBoundTheInputsOfEveryReduceTask) {
-  annotation::ParamInfo s = vec("s");
+  ParamInfo s = vec("s");
   s.rank = 0;
   Fixture f(1, {vec("in", true), s}, "global i => read in[i], reduce(+) s");
   auto in = f.array({100}, dist::rows(1));

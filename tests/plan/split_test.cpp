@@ -7,9 +7,9 @@
 #include <set>
 
 #include "gridspan/core/error.hpp"
-#include "gridspan/plan/planner.hpp"
-#include "gridspan/plan/split.hpp"
 #include "plan/plan_support.hpp"
+#include "plan/planner.hpp"
+#include "plan/split.hpp"
 
 namespace gridspan::plan {
 namespace {
@@ -47,7 +47,7 @@ TEST(Split, StencilOverTwoRanksExchangesHalosAsTransfers) {
   const int devices = 4;
   Planner planner(devices, nullptr);
   Ranks ranks(Placement::by_rank({2, 2}));
-  std::vector<annotation::ParamInfo> params{vec("out"), vec("in", true)};
+  std::vector<ParamInfo> params{vec("out"), vec("in", true)};
   auto ann =
       annotation::Annotation::parse("global i => write out[i], read in[i-1:i+1]", params, {});
   auto make = [&](int n) {

@@ -25,9 +25,9 @@
 #include <thread>
 #include <vector>
 
-#include "gridspan/backend/regions.hpp"
+#include "backend/regions.hpp"
 #include "gridspan/core/error.hpp"
-#include "gridspan/runtime/memory.hpp"
+#include "runtime/memory.hpp"
 #include "runtime/pool.hpp"
 #include "support/random.hpp"
 
@@ -175,7 +175,7 @@ void expect_chunk(MemoryManager& mm, ChunkId chunk, const std::vector<unsigned c
   mm.unstage({{chunk, false}});
 }
 
-const SpaceStats& space(const std::vector<SpaceStats>& stats, const std::string& name) {
+const MemoryStats& space(const std::vector<MemoryStats>& stats, const std::string& name) {
   for (const auto& s : stats) {
     if (s.name == name) return s;
   }

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "gridspan/core/error.hpp"
-#include "gridspan/plan/planner.hpp"
-#include "gridspan/runtime/worker.hpp"
+#include "plan/planner.hpp"
+#include "runtime/worker.hpp"
 #include "support/random.hpp"
 
 namespace gridspan::runtime {
@@ -102,7 +102,7 @@ struct StencilProblem {
       : out(std::size_t(n), test::poison<float>()) {
     auto g = test::rng(salt);
     plan::Planner planner(devices, nullptr);
-    std::vector<annotation::ParamInfo> params(2);
+    std::vector<ParamInfo> params(2);
     params[0].name = "out";
     params[1].name = "in";
     for (auto& p : params) p.is_array = true, p.rank = 1, p.type_text = "Vector<float>";

@@ -9,11 +9,11 @@
 #include <mutex>
 #include <set>
 
-#include "gridspan/annotation/signature.hpp"
-#include "gridspan/plan/split.hpp"
-#include "gridspan/runtime/driver.hpp"
-#include "gridspan/runtime/service.hpp"
+#include "annotation/signature.hpp"
+#include "plan/split.hpp"
+#include "runtime/driver.hpp"
 #include "runtime/rig.hpp"
+#include "runtime/service.hpp"
 
 namespace gridspan::runtime {
 namespace {
@@ -196,11 +196,11 @@ TEST(WorkerService, ReductionsGoAcrossRanksAsATree) {
   const int devices = 6, n = 6000;
   plan::Planner planner(devices, nullptr);
   planner.set_ranks({0, 0, 1, 1, 2, 2});
-  annotation::ParamInfo in, s;
+  ParamInfo in, s;
   in.name = "in", in.is_array = true, in.rank = 1, in.is_const = true;
   in.type_text = "Vector<int>";
   s.name = "s", s.is_array = true, s.rank = 0, s.type_text = "Scalar<int64_t>";
-  std::vector<annotation::ParamInfo> params{in, s};
+  std::vector<ParamInfo> params{in, s};
   auto ann = annotation::Annotation::parse("global i => read in[i], reduce(+) s", params, {});
   auto meta = [&](const Dim& shape, DType dtype, const DataDistribution& dist) {
     plan::ArrayMeta m;

@@ -13,10 +13,10 @@
 
 #include "backend/cpu/cpu.hpp"
 #include "gridspan/core/error.hpp"
-#include "gridspan/plan/planner.hpp"
-#include "gridspan/plan/split.hpp"
-#include "gridspan/runtime/worker.hpp"
+#include "plan/planner.hpp"
+#include "plan/split.hpp"
 #include "runtime/rig.hpp"
+#include "runtime/worker.hpp"
 #include "support/random.hpp"
 
 namespace gridspan::runtime {
@@ -480,7 +480,7 @@ std::size_t split_stencil_run(int64_t superblock, int expected_transfers, SplitR
     EXPECT_GT(transfers.load(), 3 * 2 + 2);
   std::size_t copied = 0;
   for (Rig* r : ranks) {
-    for (const SpaceStats& st : r->memory->stats()) copied += st.copied_out_bytes;
+    for (const MemoryStats& st : r->memory->stats()) copied += st.copied_out_bytes;
     if (stats) {
       const WorkerStats w = r->worker->stats();
       stats->transfers_lent += w.transfers_lent;

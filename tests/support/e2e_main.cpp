@@ -5,17 +5,16 @@
 
 #include <string>
 
-#include "gridspan/runtime/process.hpp"
+#include "gridspan/gridspan.hpp"
 #include "support/random.hpp"
 
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
-  using gridspan::runtime::Process;
-  Process* p = Process::distributed() ? &Process::get() : nullptr;
-  if (p && p->rank() != 0) return p->serve();
-  const std::string ranks = p ? " on " + std::to_string(p->size()) + " ranks" : "";
-  std::printf("gridspan test seed: %llu (set GRIDSPAN_TEST_SEED to repeat)%s\n",
-              static_cast<unsigned long long>(gridspan::test::base_seed()), ranks.c_str());
-  const int code = RUN_ALL_TESTS();
-  return p ? p->finish(code) : code;
+  return gridspan::run_program([] {
+    const int n = gridspan::process_count();
+    const std::string ranks = n > 1 ? " on " + std::to_string(n) + " ranks" : "";
+    std::printf("gridspan test seed: %llu (set GRIDSPAN_TEST_SEED to repeat)%s\n",
+                static_cast<unsigned long long>(gridspan::test::base_seed()), ranks.c_str());
+    return RUN_ALL_TESTS();
+  });
 }

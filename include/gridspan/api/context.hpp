@@ -13,12 +13,9 @@
 #include "gridspan/api/array.hpp"
 #include "gridspan/api/kernel.hpp"
 #include "gridspan/core/config.hpp"
-#include "gridspan/runtime/memory.hpp"
-#include "gridspan/runtime/process.hpp"
+#include "gridspan/core/info.hpp"
 
 namespace gridspan {
-
-using runtime::SpaceStats;
 
 class Context {
  public:
@@ -73,13 +70,12 @@ class Context {
   /// The backend the devices belong to: "cuda" or "cpu".
   std::string backend_name() const;
   /// Per memory space (each device, host, disk): used, total and spilled bytes.
-  std::vector<SpaceStats> memory_stats() const;
+  std::vector<MemoryStats> memory_stats() const;
   const Config& config() const;
   /// Every rank of the run with its host, devices and memory (one outside mpirun).
-  std::vector<runtime::RankInfo> ranks() const;
+  std::vector<RankInfo> ranks() const;
   /// Keep the most recent plan for Kernel::last_plan_dot().
   void keep_plans(bool on);
-  runtime::Driver& driver() { return *driver_; }
 
  private:
   std::shared_ptr<runtime::Driver> driver_;
@@ -91,6 +87,13 @@ class Context {
 /// every rank.
 int run(int argc, char** argv, std::function<void(Context&)> app);
 int run(Config config, std::function<void(Context&)> app);
+
+/// Runs `program` (which makes its own Contexts, any number of them) and returns its exit
+/// code. Under mpirun, rank 0 runs it while the other ranks serve its Contexts, and every
+/// rank returns rank 0's code: `int main() { return gs::run_program([] { ...; return 0; }); }`
+int run_program(std::function<int()> program);
+/// The processes of this run: the ranks under mpirun (unless GRIDSPAN_MPI is off), else 1.
+int process_count();
 
 /// Makes a native function known to every process of a run. Under mpirun only rank 0 runs
 /// the user's code, so the other ranks find native functions by name: register each one

@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "gridspan/annotation/annotation.hpp"
 #include "gridspan/api/array.hpp"
 #include "gridspan/api/event.hpp"
+#include "gridspan/core/param.hpp"
 #include "gridspan/device/abi.h"
 #include "gridspan/device/views.hpp"
 #include "gridspan/distribution/distribution.hpp"
@@ -115,8 +115,8 @@ struct native_signature<R (*)(const NativeContext&, A...)> {
 };
 
 template <class A>
-annotation::ParamInfo native_param(const std::string& name) {
-  annotation::ParamInfo p;
+ParamInfo native_param(const std::string& name) {
+  ParamInfo p;
   p.name = name;
   if constexpr (view_traits<A>::is_view) {
     p.is_array = true;
@@ -170,15 +170,15 @@ class NativeDef {
   }
 
   const std::string& name() const { return name_; }
-  const std::vector<annotation::ParamInfo>& params() const { return params_; }
+  const std::vector<ParamInfo>& params() const { return params_; }
   const std::vector<std::string>& annotations() const { return annotations_; }
   const std::map<std::string, long long>& defines() const { return defines_; }
   const detail::NativeInvoker& invoker() const { return invoke_; }
 
  private:
   template <class Args, std::size_t... I>
-  static std::vector<annotation::ParamInfo> make_params(const std::vector<std::string>& names,
-                                                        std::index_sequence<I...>) {
+  static std::vector<ParamInfo> make_params(const std::vector<std::string>& names,
+                                            std::index_sequence<I...>) {
     return {detail::native_param<std::tuple_element_t<I, Args>>(names[I])...};
   }
   template <class Args, class F, std::size_t... I>
@@ -188,7 +188,7 @@ class NativeDef {
   }
 
   std::string name_;
-  std::vector<annotation::ParamInfo> params_;
+  std::vector<ParamInfo> params_;
   std::vector<std::string> annotations_;
   std::map<std::string, long long> defines_;
   detail::NativeInvoker invoke_;
@@ -238,7 +238,7 @@ class Kernel {
   Event launch_packed(const Dim& threads, const Dim& block, const WorkDistribution& work,
                       const std::vector<detail::LaunchArg>& args) const;
   const std::string& name() const;
-  const std::vector<annotation::ParamInfo>& params() const;
+  const std::vector<ParamInfo>& params() const;
   /// The plan of the most recent launch as Graphviz (needs Context::keep_plans(true)).
   std::string last_plan_dot() const;
 

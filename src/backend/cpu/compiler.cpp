@@ -27,9 +27,9 @@
 
 #include "backend/cpu/cpu.hpp"
 #include "backend/jit.hpp"
+#include "core/log.hpp"
 #include "gridspan/core/dtype.hpp"
 #include "gridspan/core/error.hpp"
-#include "gridspan/core/log.hpp"
 
 extern char** environ;
 

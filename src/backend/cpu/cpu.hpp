@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "gridspan/backend/device.hpp"
+#include "backend/device.hpp"
 #include "gridspan/device/abi.h"
 
 namespace gridspan::backend::cpu {

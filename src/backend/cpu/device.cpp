@@ -14,9 +14,9 @@
 
 #include "backend/cpu/cpu.hpp"
 #include "backend/lent.hpp"
-#include "gridspan/backend/regions.hpp"
+#include "backend/regions.hpp"
+#include "core/log.hpp"
 #include "gridspan/core/error.hpp"
-#include "gridspan/core/log.hpp"
 
 namespace gridspan::backend::cpu {
 namespace {

@@ -10,9 +10,9 @@
 #include "backend/cuda/cuda.hpp"
 #include "backend/cuda/device.hpp"
 #include "backend/jit.hpp"
-#include "gridspan/core/bytes.hpp"
+#include "core/bytes.hpp"
+#include "core/log.hpp"
 #include "gridspan/core/error.hpp"
-#include "gridspan/core/log.hpp"
 
 namespace gridspan::backend::cuda {
 

@@ -11,9 +11,9 @@
 #include "backend/cuda/cuda.hpp"
 #include "backend/cuda/loader.hpp"
 #include "backend/jit.hpp"
+#include "core/log.hpp"
 #include "gridspan/core/dtype.hpp"
 #include "gridspan/core/error.hpp"
-#include "gridspan/core/log.hpp"
 
 namespace gridspan::detail {
 const std::vector<std::pair<std::string_view, std::string_view>>& embedded_files();
@@ -159,7 +159,7 @@ std::string cached_cubin(const std::string& source, const std::string& program,
   return r.cubin;
 }
 
-std::string param_type(const annotation::ParamInfo& p) {
+std::string param_type(const ParamInfo& p) {
   return p.is_array ? "GsArrayArg" : dtype_cpp_name(p.dtype);
 }
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "gridspan/backend/device.hpp"
+#include "backend/device.hpp"
 
 namespace gridspan::backend::cuda {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "backend/cuda/loader.hpp"
-#include "gridspan/backend/device.hpp"
+#include "backend/device.hpp"
 
 namespace gridspan::backend::cuda {
 

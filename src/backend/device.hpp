@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "gridspan/annotation/annotation.hpp"
-#include "gridspan/annotation/signature.hpp"
+#include "annotation/annotation.hpp"
+#include "annotation/signature.hpp"
 #include "gridspan/core/config.hpp"
 #include "gridspan/core/dtype.hpp"
 #include "gridspan/core/error.hpp"
@@ -123,7 +123,7 @@ struct KernelSource {
   std::string name;    // function name, for messages
   std::string source;  // the user's source
   std::string file;    // the source's file name for messages; empty = "<name>.cu"
-  std::vector<annotation::ParamInfo> params;
+  std::vector<ParamInfo> params;
   std::map<std::string, long long> defines;
   bool checked = false;  // build the checked-mode variant
 };

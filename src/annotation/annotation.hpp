@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "gridspan/annotation/signature.hpp"
+#include "annotation/signature.hpp"
 #include "gridspan/core/geometry.hpp"
 
 namespace gridspan::annotation {

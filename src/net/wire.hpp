@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "gridspan/core/bytes.hpp"
+#include "core/bytes.hpp"
 #include "gridspan/core/geometry.hpp"
-#include "gridspan/plan/task.hpp"
+#include "plan/task.hpp"
 
 namespace gridspan::net {
 

@@ -14,11 +14,11 @@
 #include <thread>
 #include <unordered_map>
 
-#include "gridspan/backend/device.hpp"
+#include "backend/device.hpp"
 #include "gridspan/core/error.hpp"
-#include "gridspan/net/transport.hpp"
-#include "gridspan/net/wire.hpp"
-#include "gridspan/runtime/worker.hpp"
+#include "net/transport.hpp"
+#include "net/wire.hpp"
+#include "runtime/worker.hpp"
 
 namespace gridspan::runtime {
 

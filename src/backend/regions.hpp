@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "gridspan/annotation/annotation.hpp"
+#include "annotation/annotation.hpp"
 #include "gridspan/core/dtype.hpp"
 #include "gridspan/core/geometry.hpp"
 

@@ -7,17 +7,9 @@
 #include <vector>
 
 #include "gridspan/core/dtype.hpp"
+#include "gridspan/core/param.hpp"
 
 namespace gridspan::annotation {
-
-struct ParamInfo {
-  std::string name;
-  bool is_array = false;  // a view; otherwise a scalar passed by value
-  int rank = 0;           // 0 Scalar, 1 Vector, 2 Matrix, 3 Tensor (arrays only)
-  bool is_const = false;  // read-only view
-  DType dtype = DType::f32;
-  std::string type_text;  // as written, for messages and generated code
-};
 
 /// Finds `function` in `source` and returns its parameters after `dim3 blockIdx`.
 /// Throws CompileError (quoting the signature) when the function is missing, its first

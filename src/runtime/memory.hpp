@@ -12,24 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "gridspan/backend/device.hpp"
+#include "backend/device.hpp"
 #include "gridspan/core/config.hpp"
+#include "gridspan/core/info.hpp"
 
 namespace gridspan::runtime {
 
 using ChunkId = uint64_t;
-
-struct SpaceStats {
-  std::string name;                  // "cpu:0", "host", "disk"
-  std::size_t used_bytes = 0;        // bytes of chunk copies held now (device and host: in
-                                     // pool blocks, 512-byte multiples; disk: payload bytes)
-  std::size_t total_bytes = 0;       // the space's limit (0 for disk: unbounded)
-  std::size_t spilled_bytes = 0;     // bytes evicted out of this space so far, in all
-  std::size_t peak_bytes = 0;        // the most `used_bytes` has been
-  std::size_t cached_bytes = 0;      // freed blocks the space's pool keeps for reuse
-  std::size_t copied_out_bytes = 0;  // bytes copied down so far (device → host, host → disk)
-  std::size_t copied_in_bytes = 0;   // bytes copied up so far (host → device, disk → host)
-};
 
 struct MemoryLimits {
   std::size_t device_bytes = 0;  // per device; 0 = the device's capacity
@@ -103,7 +92,7 @@ class MemoryManager {
   /// Bytes pinned now on `device`.
   std::size_t pinned_bytes(int device) const;
   /// Stats for each device, then host, then disk.
-  std::vector<SpaceStats> stats() const;
+  std::vector<MemoryStats> stats() const;
 
   /// Where the chunk's copies are (for tests, logs and the scheduler's heuristics).
   ChunkState state(ChunkId chunk) const;

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "gridspan/core/bytes.hpp"
+#include "core/bytes.hpp"
 
 namespace gridspan::net {
 

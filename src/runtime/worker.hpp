@@ -19,11 +19,11 @@
 #include <unordered_set>
 #include <vector>
 
-#include "gridspan/backend/device.hpp"
-#include "gridspan/core/bytes.hpp"
-#include "gridspan/core/mutex.hpp"
-#include "gridspan/plan/task.hpp"
-#include "gridspan/runtime/memory.hpp"
+#include "backend/device.hpp"
+#include "core/bytes.hpp"
+#include "core/mutex.hpp"
+#include "plan/task.hpp"
+#include "runtime/memory.hpp"
 
 namespace gridspan::runtime {
 

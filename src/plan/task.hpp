@@ -10,7 +10,7 @@
 #include <variant>
 #include <vector>
 
-#include "gridspan/annotation/annotation.hpp"
+#include "annotation/annotation.hpp"
 #include "gridspan/core/dtype.hpp"
 #include "gridspan/core/geometry.hpp"
 

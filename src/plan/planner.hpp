@@ -12,9 +12,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gridspan/annotation/annotation.hpp"
+#include "annotation/annotation.hpp"
 #include "gridspan/distribution/distribution.hpp"
-#include "gridspan/plan/task.hpp"
+#include "plan/task.hpp"
 
 namespace gridspan::plan {
 
@@ -40,7 +40,7 @@ struct ArrayMeta {
 struct LaunchSpec {
   std::shared_ptr<const Executable> executable;
   const annotation::Annotation* annotation = nullptr;
-  const std::vector<annotation::ParamInfo>* params = nullptr;
+  const std::vector<ParamInfo>* params = nullptr;
   Dim threads, block;
   std::vector<Superblock> superblocks;
   std::vector<const ArrayMeta*> arrays;  // per parameter; null for scalars

@@ -15,12 +15,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gridspan/backend/device.hpp"
-#include "gridspan/plan/split.hpp"
-#include "gridspan/runtime/memory.hpp"
-#include "gridspan/runtime/process.hpp"
-#include "gridspan/runtime/service.hpp"
-#include "gridspan/runtime/worker.hpp"
+#include "backend/device.hpp"
+#include "plan/split.hpp"
+#include "runtime/memory.hpp"
+#include "runtime/process.hpp"
+#include "runtime/service.hpp"
+#include "runtime/worker.hpp"
 
 namespace gridspan::runtime {
 
@@ -54,7 +54,7 @@ class Cluster {
   /// A rank was lost or could not go on: every wait throws.
   bool failed() const;
   /// Every rank's figures: each device in the run's order, then host and disk summed.
-  std::vector<SpaceStats> memory_stats(const std::vector<SpaceStats>& local);
+  std::vector<MemoryStats> memory_stats(const std::vector<MemoryStats>& local);
 
  private:
   struct PlanState {
@@ -96,7 +96,7 @@ class Cluster {
   bool failure_reported_ = false;   // wait_all() threw it once
   std::map<int, RankInfo> hellos_;
   int closed_ = 0;
-  std::map<int, std::vector<SpaceStats>> stats_;
+  std::map<int, std::vector<MemoryStats>> stats_;
   std::unique_ptr<WorkerService> service_;
 };
 

@@ -15,24 +15,16 @@
 #include <string>
 #include <vector>
 
-#include "gridspan/backend/device.hpp"
+#include "backend/device.hpp"
 #include "gridspan/core/config.hpp"
-#include "gridspan/net/transport.hpp"
-#include "gridspan/net/wire.hpp"
-#include "gridspan/plan/task.hpp"
-#include "gridspan/runtime/memory.hpp"
+#include "gridspan/core/info.hpp"
+#include "net/transport.hpp"
+#include "net/wire.hpp"
+#include "plan/task.hpp"
+#include "runtime/memory.hpp"
 
 namespace gridspan::runtime {
 
-/// One rank of a session as its hello describes it (gridspan info, memory figures).
-struct RankInfo {
-  int rank = 0;
-  std::string host;
-  std::string backend;
-  std::vector<std::string> devices;        // names, in local order
-  std::vector<std::size_t> device_memory;  // each device's budget
-  std::size_t host_memory = 0;             // the host space's limit for spilled chunks
-};
 /// This process's rank as a hello describes it.
 RankInfo describe_rank(int rank, backend::Backend& backend, const MemoryManager& memory);
 void write_rank_info(net::Writer& w, const RankInfo& info);
@@ -42,8 +34,8 @@ RankInfo read_rank_info(net::Reader& r);
 void write_config(net::Writer& w, const Config& c);
 Config read_config(net::Reader& r);
 /// Memory figures of one rank's spaces.
-void write_stats(net::Writer& w, const std::vector<SpaceStats>& stats);
-std::vector<SpaceStats> read_stats(net::Reader& r);
+void write_stats(net::Writer& w, const std::vector<MemoryStats>& stats);
+std::vector<MemoryStats> read_stats(net::Reader& r);
 
 class Process {
  public:

@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gridspan/plan/task.hpp"
+#include "plan/task.hpp"
 
 namespace gridspan::plan {
 

@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "gridspan/backend/device.hpp"
+#include "backend/device.hpp"
 #include "gridspan/core/config.hpp"
 #include "gridspan/distribution/distribution.hpp"
-#include "gridspan/plan/planner.hpp"
-#include "gridspan/runtime/cluster.hpp"
-#include "gridspan/runtime/memory.hpp"
-#include "gridspan/runtime/process.hpp"
-#include "gridspan/runtime/worker.hpp"
+#include "plan/planner.hpp"
+#include "runtime/cluster.hpp"
+#include "runtime/memory.hpp"
+#include "runtime/process.hpp"
+#include "runtime/worker.hpp"
 
 namespace gridspan::runtime {
 
@@ -23,21 +23,21 @@ namespace gridspan::runtime {
 /// the wrapper, and turns a checked-mode violation into an AccessError.
 class KernelExecutable : public plan::Executable {
  public:
-  KernelExecutable(std::string name, std::vector<annotation::ParamInfo> params,
+  KernelExecutable(std::string name, std::vector<ParamInfo> params,
                    std::shared_ptr<backend::CompiledKernel> kernel, bool checked);
   const std::string& name() const override { return name_; }
   void run(const plan::ExecFrame& frame) const override;
 
  private:
   std::string name_;
-  std::vector<annotation::ParamInfo> params_;
+  std::vector<ParamInfo> params_;
   std::shared_ptr<backend::CompiledKernel> kernel_;
   bool checked_;
 };
 
 /// The ABI view of one superblock's arguments: `arrays[p]` and `scalars[p]` for each
 /// parameter (both of params.size()).
-void frame_arguments(const std::vector<annotation::ParamInfo>& params, const plan::ExecFrame& frame,
+void frame_arguments(const std::vector<ParamInfo>& params, const plan::ExecFrame& frame,
                      GsArrayArg* arrays, const void** scalars);
 
 class Driver {
@@ -75,7 +75,7 @@ class Driver {
   void wait(plan::TaskId task);
   bool is_done(plan::TaskId task) const;
   void synchronize();
-  std::vector<SpaceStats> memory_stats() const;
+  std::vector<MemoryStats> memory_stats() const;
   WorkerStats worker_stats() const;
   /// The most recent launch's plan as Graphviz (kept only when `keep_plans(true)`).
   void keep_plans(bool keep) { keep_plans_ = keep; }
