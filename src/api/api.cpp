@@ -13,6 +13,8 @@
 #include "gridspan/api/context.hpp"
 #include "gridspan/core/half.hpp"
 #include "runtime/driver.hpp"
+#include "runtime/executable.hpp"
+#include "runtime/process.hpp"
 
 namespace gridspan {
 
@@ -141,27 +143,17 @@ annotation::Annotation parse_annotations(const std::string& name,
   return all;
 }
 
-// Runs a native function for one superblock.
-class NativeExecutable : public plan::Executable {
- public:
-  NativeExecutable(std::string name, std::vector<ParamInfo> params, detail::NativeInvoker invoke)
-      : name_(std::move(name)), params_(std::move(params)), invoke_(std::move(invoke)) {}
-  const std::string& name() const override { return name_; }
-  void run(const plan::ExecFrame& frame) const override {
+// A native function as Execute tasks run it: the API's NativeContext around the views.
+std::shared_ptr<const runtime::NativeExecutable> make_native(const NativeDef& def) {
+  detail::NativeInvoker invoke = def.invoker();
+  auto body = [invoke](const plan::ExecFrame& frame, const GsArrayArg* arrays,
+                       const void* const* scalars) {
     const plan::Execute& ex = frame.exec;
-    std::size_t n = params_.size();
-    std::vector<GsArrayArg> arrays(n);
-    std::vector<const void*> scalars(n, nullptr);
-    runtime::frame_arguments(params_, frame, arrays.data(), scalars.data());
     NativeContext ctx{frame.device, ex.blocks, ex.block, ex.grid, frame.dev->stream()};
-    invoke_(ctx, arrays.data(), scalars.data());
-  }
-
- private:
-  std::string name_;
-  std::vector<ParamInfo> params_;
-  detail::NativeInvoker invoke_;
-};
+    invoke(ctx, arrays, scalars);
+  };
+  return std::make_shared<runtime::NativeExecutable>(def.name(), def.params(), std::move(body));
+}
 
 // Stores `arg` as parameter `p`'s type, or says why it cannot.
 void pack_scalar(const std::string& kernel, const ParamInfo& p, int index,
@@ -243,32 +235,7 @@ void pack_scalar(const std::string& kernel, const ParamInfo& p, int index,
 
 }  // namespace
 
-namespace {
-
-// Under mpirun, a rank other than 0 serves rank 0's sessions and ends with its exit code.
-void serve_if_not_the_driver(const Config& config) {
-  if (!runtime::Process::distributed() || !config.mpi) return;
-  runtime::Process& p = runtime::Process::get();
-  if (p.rank() != 0 && p.size() > 1) std::exit(p.serve());
-}
-
-// Registered native functions; made on first use, since registrations may come from
-// other files' static initialisation.
-struct Natives {
-  std::mutex mutex;
-  std::map<std::string, std::shared_ptr<const plan::Executable>> by_name;
-};
-Natives& natives() {
-  static Natives* n = new Natives;  // never destroyed: natives may be looked up at exit
-  return *n;
-}
-
-}  // namespace
-
-Context::Context(const Config& config) {
-  serve_if_not_the_driver(config);
-  driver_ = std::make_shared<runtime::Driver>(config);
-}
+Context::Context(const Config& config) : driver_(std::make_shared<runtime::Driver>(config)) {}
 
 Context::~Context() {
   try {
@@ -291,10 +258,8 @@ Kernel Context::compile(const KernelDef& def) {
   src.params = state->params;
   src.defines = def.defines();
   src.checked = def.is_checked() || driver_->config().check;
-  auto compiled = driver_->backend().compile(src);
-  state->executable = std::make_shared<runtime::KernelExecutable>(def.function(), state->params,
-                                                                  compiled, src.checked);
-  driver_->add_kernel(state->executable, src);
+  state->executable = runtime::KernelExecutable::compile(driver_->backend(), std::move(src));
+  driver_->add_executable(state->executable);
   return Kernel(state);
 }
 
@@ -305,31 +270,13 @@ Kernel Context::compile(const NativeDef& def) {
   state->params = def.params();
   state->annotation =
       parse_annotations(def.name(), def.annotations(), state->params, def.defines());
-  state->executable = std::make_shared<NativeExecutable>(def.name(), def.params(), def.invoker());
-  if (driver_->rank_count() > 1) {
-    std::lock_guard lock(natives().mutex);
-    if (!natives().by_name.count(def.name()))
-      throw Error(fmt::format(
-          "native function `{}` is not registered: under mpirun the other ranks do not run "
-          "this code and find native functions by name; call gs::register_native on its "
-          "NativeDef before gs::run (or at static initialisation)",
-          def.name()));
-  }
-  driver_->add_native(state->executable, def.name());
+  state->executable = make_native(def);
+  driver_->add_executable(state->executable);
   return Kernel(state);
 }
 
 bool register_native(const NativeDef& def) {
-  auto e = std::make_shared<NativeExecutable>(def.name(), def.params(), def.invoker());
-  {
-    std::lock_guard lock(natives().mutex);
-    natives().by_name[def.name()] = std::move(e);
-  }
-  runtime::set_native_resolver([](const std::string& name) {
-    std::lock_guard lock(natives().mutex);
-    auto it = natives().by_name.find(name);
-    return it == natives().by_name.end() ? nullptr : it->second;
-  });
+  runtime::register_native(make_native(def));
   return true;
 }
 
@@ -466,21 +413,11 @@ int run_app(const Config& config, const std::function<void(Context&)>& app) {
 }  // namespace
 
 int run_program(std::function<int()> program) {
-  if (!runtime::Process::distributed()) return program();
-  runtime::Process* p;
-  try {
-    p = &runtime::Process::get();
-  } catch (const Error& e) {
-    std::fprintf(stderr, "gridspan error: %s\n", e.what());
-    return 1;
-  }
-  if (p->size() == 1) return program();
-  if (p->rank() != 0) return p->serve();
-  return p->finish(program());
+  return runtime::Process::run_program(program);
 }
 
 int process_count() {
-  return runtime::Process::distributed() ? runtime::Process::get().size() : 1;
+  return runtime::Process::count();
 }
 
 int run(Config config, std::function<void(Context&)> app) {

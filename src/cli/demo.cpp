@@ -332,6 +332,13 @@ int run_demo(const DemoOptions& o) {
                         {"hotspot", demo_hotspot},
                         {"kmeans", demo_kmeans},
                         {"gemm", demo_gemm}};
+  bool known = o.only.empty();
+  for (auto& p : problems) known = known || o.only == p.name;
+  if (!known) {
+    std::fprintf(stderr, "no problem named '%s'; choose stencil, hotspot, kmeans or gemm\n",
+                 o.only.c_str());
+    return 2;
+  }
   gs::Config cfg = gs::Config::from_env();
   std::printf(
       "gridspan demo: %d virtual cpu devices; each problem gets a device memory limit "
@@ -340,22 +347,15 @@ int run_demo(const DemoOptions& o) {
   std::printf("%-22s %12s %10s %14s %14s  %s\n", "problem", "n", "time [s]", "throughput",
               "spilled [B]", "check");
   bool all_ok = true;
-  int ran = 0;
   for (auto& p : problems) {
     if (!o.only.empty() && o.only != p.name) continue;
     std::fprintf(stderr, "running %s ...\n", p.name);
     Row r = p.fn(o.scale);
-    ++ran;
     all_ok = all_ok && r.ok;
     std::printf("%-22s %12lld %10.3f %10.3g %-6s %14zu  %s (%s)\n", r.problem.c_str(), r.n,
                 r.seconds, r.n / r.seconds, r.unit.c_str(), r.spilled, r.ok ? "ok" : "FAILED",
                 r.detail.c_str());
     std::fflush(stdout);
-  }
-  if (ran == 0) {
-    std::fprintf(stderr, "no problem named '%s'; choose stencil, hotspot, kmeans or gemm\n",
-                 o.only.c_str());
-    return 2;
   }
   std::printf("\n%s\n",
               all_ok ? "all results match the plain C++ reference" : "SOME RESULTS DIFFER");

@@ -7,6 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "gridspan/core/error.hpp"
+#include "gridspan/gridspan.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"gridspan: one CUDA-style kernel launch spread over many devices"};
@@ -49,7 +50,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   try {
-    if (*demo_cmd) return gridspan::cli::run_demo(demo);
+    if (*demo_cmd) return gridspan::run_program([&] { return gridspan::cli::run_demo(demo); });
     if (*ann_cmd) return gridspan::cli::run_annotate(ann);
     if (*info_cmd) return gridspan::cli::run_info();
   } catch (const gridspan::AnnotationError& e) {

@@ -173,7 +173,7 @@ Planner::Planner(int devices, std::function<bool(TaskId)> is_done)
     : devices_(devices), is_done_(std::move(is_done)) {}
 
 void Planner::set_ranks(std::vector<int> rank_of_device) {
-  if (static_cast<int>(rank_of_device.size()) != devices_)
+  if (!rank_of_device.empty() && static_cast<int>(rank_of_device.size()) != devices_)
     throw Error(fmt::format("internal error: ranks for {} devices, the planner has {}",
                             rank_of_device.size(), devices_));
   for (std::size_t d = 1; d < rank_of_device.size(); ++d)

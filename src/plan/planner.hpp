@@ -66,7 +66,7 @@ class Planner {
   /// rank's partials on that rank and go across ranks as a tree of copies and reductions,
   /// so no task reads a chunk of another rank (PlanSplitter turns the copies into
   /// transfers); and every plan ends in a Barrier (the driver hears of barriers only).
-  /// Default: every device on one rank.
+  /// Empty (the default): every device in one process.
   void set_ranks(std::vector<int> rank_of_device);
 
   /// Chunk ids for a new array's chunks (fills `meta.chunks[k].id`).

@@ -5,6 +5,7 @@
 
 #include "core/log.hpp"
 #include "gridspan/core/error.hpp"
+#include "runtime/executable.hpp"
 
 namespace gridspan::runtime {
 
@@ -18,17 +19,15 @@ std::string on_rank(int rank, const std::string& message) {
 
 }  // namespace
 
-Cluster::Cluster(Process& process, const Config& config, Worker& local, RankInfo self)
-    : process_(process),
-      transport_(process.transport()),
-      local_(local),
-      splitter_(plan::Placement{}) {
+Cluster::Cluster(Process& process, const Config& config)
+    : process_(process), transport_(process.transport()), splitter_(plan::Placement{}) {
   if (process_.failed())
     throw NetError(
         "this run lost a rank earlier (see the first error): no session can start; every "
         "rank ends when the program does");
+  local_ = std::make_unique<LocalRunner>(config);
   service_ = std::make_unique<WorkerService>(
-      transport_, local_, nullptr, [this](const BarrierReport& r) { on_report(r); }, 0);
+      transport_, local_->worker(), nullptr, [this](const BarrierReport& r) { on_report(r); }, 0);
   service_->on_error([this](const RankError& e) { on_error(e); });
   if (config.share_memory) service_->share_with(transport_.node_peers(), config.share_min);
   service_->on_message([this](net::Message& m) { return on_message(m); });
@@ -43,9 +42,10 @@ Cluster::Cluster(Process& process, const Config& config, Worker& local, RankInfo
     lock.unlock();
     for (int r = 1; r < ranks; ++r) transport_.send(r, tag::shutdown, {});
     service_.reset();
+    local_->end_quietly();
     std::rethrow_exception(failure_);
   }
-  ranks_.push_back(std::move(self));
+  ranks_.push_back(local_->describe(0));
   std::vector<int> counts{static_cast<int>(ranks_[0].devices.size())};
   for (auto& [rank, info] : hellos_) {
     counts.push_back(static_cast<int>(info.devices.size()));
@@ -74,9 +74,11 @@ Cluster::~Cluster() {
     log::warn("the session did not close on every rank: {}", e.what());
   }
   // Nothing more comes for rank 0's worker from ranks that are gone.
-  local_.fail_transfers(
+  local_->worker().fail_transfers(
       std::make_exception_ptr(NetError("the session ended before this transfer came")));
   service_.reset();
+  local_->end_quietly();  // what failed there was reported with its barrier
+  local_.reset();
 }
 
 template <class Ready>
@@ -94,7 +96,7 @@ void Cluster::fail(std::exception_ptr error) {
   process_.mark_failed();
   log::write(LogLevel::error, describe_error(error).message);
   changed_.notify_all();
-  local_.fail_transfers(error);
+  local_->worker().fail_transfers(error);
 }
 
 void Cluster::on_error(const RankError& e) {
@@ -127,19 +129,28 @@ bool Cluster::on_message(net::Message& m) {
   return true;
 }
 
-void Cluster::add_kernel(const plan::Executable* e, const backend::KernelSource& src) {
+void Cluster::add_executable(std::shared_ptr<const plan::Executable> e) {
+  const auto* kernel = dynamic_cast<const KernelExecutable*>(e.get());
+  if (!kernel && !find_native(e->name()))
+    throw Error(fmt::format(
+        "native function `{}` is not registered: under mpirun the other ranks do not run "
+        "this code and find native functions by name; call gs::register_native on its "
+        "NativeDef before gs::run (or at static initialisation)",
+        e->name()));
   const net::ExecutableId id = ids_.size() + 1;
-  ids_[e] = id;
-  for (int r = 1; r < transport_.size(); ++r) WorkerService::send_compile(transport_, r, id, src);
+  ids_[e.get()] = id;
+  for (int r = 1; r < transport_.size(); ++r) {
+    if (kernel)
+      WorkerService::send_compile(transport_, r, id, kernel->source());
+    else
+      WorkerService::send_native(transport_, r, id, e->name());
+  }
+  local_->add_executable(std::move(e));
 }
 
-void Cluster::add_native(const plan::Executable* e, const std::string& name) {
-  const net::ExecutableId id = ids_.size() + 1;
-  ids_[e] = id;
-  for (int r = 1; r < transport_.size(); ++r) WorkerService::send_native(transport_, r, id, name);
-}
-
-void Cluster::submit(std::vector<plan::Task> tasks, plan::TaskId done) {
+void Cluster::submit(plan::Plan plan) {
+  std::vector<plan::Task>& tasks = plan.tasks;
+  const plan::TaskId done = plan.done;
   if (tasks.empty() || tasks.back().id != done)
     throw Error(fmt::format("internal error: a plan for several ranks must end in its barrier"));
   PlanState state;
@@ -172,7 +183,7 @@ void Cluster::submit(std::vector<plan::Task> tasks, plan::TaskId done) {
   };
   for (int r = 1; r < transport_.size(); ++r)
     if (!parts[r].empty()) WorkerService::send_tasks(transport_, r, parts[r], id_of);
-  if (!parts[0].empty()) local_.submit(std::move(parts[0]));
+  if (!parts[0].empty()) local_->worker().submit(std::move(parts[0]));
 }
 
 void Cluster::on_report(const BarrierReport& r) {
@@ -253,9 +264,10 @@ void Cluster::wait_all() {
   }
 }
 
-std::vector<MemoryStats> Cluster::memory_stats(const std::vector<MemoryStats>& local) {
+std::vector<MemoryStats> Cluster::memory_stats() {
   // One request at a time: another caller's would clear the figures this one waits for.
   std::lock_guard one(stats_call_mutex_);
+  const std::vector<MemoryStats> local = local_->memory_stats();
   const int ranks = transport_.size();
   {
     std::lock_guard lock(mutex_);

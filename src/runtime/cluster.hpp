@@ -1,5 +1,5 @@
-// The driver's side of a session over several processes (issue 4): every plan is split
-// over the ranks (PlanSplitter), rank 0's part goes to the driver's own worker and the
+// The driver's side of a session over several processes, as a Runner: every plan is split
+// over the ranks (PlanSplitter), rank 0's part goes to the driver's own LocalRunner and the
 // others' parts to their ranks; a plan is complete when every part of its final barrier
 // has reported, and the driver waits for plans, not tasks. Kernels are compiled on every
 // rank as they are compiled here. A rank that cannot go on or stops answering fails the run:
@@ -17,44 +17,47 @@
 
 #include "backend/device.hpp"
 #include "plan/split.hpp"
+#include "runtime/local.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/process.hpp"
+#include "runtime/runner.hpp"
 #include "runtime/service.hpp"
 #include "runtime/worker.hpp"
 
 namespace gridspan::runtime {
 
-class Cluster {
+class Cluster final : public Runner {
  public:
-  /// Opens a session on every other rank with `config` and waits for each rank's hello;
-  /// `local` is rank 0's own worker (described by `self`).
-  Cluster(Process& process, const Config& config, Worker& local, RankInfo self);
-  ~Cluster();  // waits for every plan, then closes the session on every rank
+  /// Opens rank 0's own devices and a session on every other rank with `config`, and waits
+  /// for each rank's hello.
+  Cluster(Process& process, const Config& config);
+  ~Cluster() override;  // waits for every plan, then closes the session on every rank
   Cluster(const Cluster&) = delete;
   Cluster& operator=(const Cluster&) = delete;
 
-  const plan::Placement& placement() const { return splitter_.placement(); }
+  backend::Backend& backend() override { return local_->backend(); }
+  int device_count() const override { return static_cast<int>(placement().rank.size()); }
+  std::vector<int> rank_of_device() const override { return placement().rank; }
   /// Every rank's devices and memory, rank by rank.
-  const std::vector<RankInfo>& ranks() const { return ranks_; }
+  std::vector<RankInfo> ranks() const override { return ranks_; }
 
-  /// Makes `e` known on every rank: a kernel compiled there from `src`, or the native
-  /// function registered there under `name`.
-  void add_kernel(const plan::Executable* e, const backend::KernelSource& src);
-  void add_native(const plan::Executable* e, const std::string& name);
-
-  /// Splits a plan whose last task is the barrier `done` over the ranks and hands out the
-  /// parts. Called under the driver's lock (one plan at a time).
-  void submit(std::vector<plan::Task> tasks, plan::TaskId done);
+  /// Makes `e` known on every rank: a kernel compiled there from its source, or the native
+  /// function registered there under its name.
+  void add_executable(std::shared_ptr<const plan::Executable> e) override;
+  /// Splits a plan (it ends in its barrier `done`) over the ranks and hands out the parts.
+  /// Called under the driver's lock (one plan at a time).
+  void submit(plan::Plan plan) override;
   /// Blocks until the plan ending in `done` is complete; throws its error.
-  void wait(plan::TaskId done);
+  void wait(plan::TaskId done) override;
   /// True once the plan holding `task` is complete on every rank.
-  bool is_done(plan::TaskId task) const;
+  bool is_done(plan::TaskId task) const override;
   /// Blocks until every plan is complete; throws the first error not yet reported.
-  void wait_all();
+  void wait_all() override;
   /// A rank was lost or could not go on: every wait throws.
-  bool failed() const;
+  bool failed() const override;
   /// Every rank's figures: each device in the run's order, then host and disk summed.
-  std::vector<MemoryStats> memory_stats(const std::vector<MemoryStats>& local);
+  std::vector<MemoryStats> memory_stats() override;
+  WorkerStats worker_stats() const override { return local_->worker_stats(); }
 
  private:
   struct PlanState {
@@ -72,10 +75,12 @@ class Cluster {
   template <class Ready>
   bool wait_for(std::unique_lock<std::mutex>& lock, Ready ready);
 
+  const plan::Placement& placement() const { return splitter_.placement(); }
+
   Process& process_;
   net::Transport& transport_;
-  Worker& local_;
-  plan::PlanSplitter splitter_;  // used under the driver's lock only
+  std::unique_ptr<LocalRunner> local_;  // rank 0's own devices
+  plan::PlanSplitter splitter_;         // used under the driver's lock only
   plan::TaskId forgotten_through_ = 0;
   std::unordered_map<const plan::Executable*, net::ExecutableId> ids_;
   std::vector<RankInfo> ranks_;

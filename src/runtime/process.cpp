@@ -1,19 +1,19 @@
 // This process as one rank of a run under mpirun (see process.hpp).
 #include "runtime/process.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
 #include <sched.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "backend/device.hpp"
 #include "core/log.hpp"
 #include "gridspan/core/error.hpp"
+#include "runtime/local.hpp"
 #include "runtime/service.hpp"
-#include "runtime/worker.hpp"
 
 namespace gridspan::runtime {
 
@@ -62,23 +62,6 @@ Config read_config(net::Reader& r) {
   c.share_min = r.u64("share minimum");
   c.trace_file.clear();  // the driver's rank traces its own worker only
   return c;
-}
-
-RankInfo describe_rank(int rank, backend::Backend& backend, const MemoryManager& memory) {
-  RankInfo info;
-  info.rank = rank;
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  info.host = host;
-  info.backend = backend.name();
-  const auto stats = memory.stats();
-  const auto devices = backend.devices();
-  for (std::size_t d = 0; d < devices.size(); ++d) {
-    info.devices.push_back(devices[d]->name());
-    info.device_memory.push_back(stats[d].total_bytes);
-  }
-  info.host_memory = stats[devices.size()].total_bytes;
-  return info;
 }
 
 void write_rank_info(net::Writer& w, const RankInfo& info) {
@@ -142,6 +125,24 @@ bool Process::distributed() {
     return c.mpi;
   }();
   return on;
+}
+
+int Process::count() {
+  return distributed() ? get().size() : 1;
+}
+
+int Process::run_program(const std::function<int()>& program) {
+  if (!distributed()) return program();
+  Process* p;
+  try {
+    p = &get();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "gridspan error: %s\n", e.what());
+    return 1;
+  }
+  if (p->size() == 1) return program();
+  if (p->rank() != 0) return p->serve();
+  return p->finish(program());
 }
 
 namespace {
@@ -242,27 +243,24 @@ std::optional<int> Process::serve_session(const net::Message& open) {
   config.node_ranks = transport_->node_size();
   log::set_level(config.log_level);
   const int driver = open.source;
-  std::unique_ptr<backend::Backend> backend;
-  std::unique_ptr<MemoryManager> memory;
-  std::unique_ptr<Worker> worker;
+  std::unique_ptr<LocalRunner> local;
   std::unique_ptr<WorkerService> service;
   RankInfo info;
   try {
-    backend = backend::make_backend(config);
-    auto devices = backend->devices();
-    memory = std::make_unique<MemoryManager>(devices, memory_limits(config));
-    worker = std::make_unique<Worker>(devices, *memory, config.staging_bytes, config.stream_order);
-    service = std::make_unique<WorkerService>(*transport_, *worker, nullptr, nullptr, driver);
-    service->compile_with(backend.get());
+    local = std::make_unique<LocalRunner>(config);
+    local->end_quietly();  // what fails here is reported with its barrier
+    service =
+        std::make_unique<WorkerService>(*transport_, local->worker(), nullptr, nullptr, driver);
+    service->compile_with(&local->backend());
     if (config.share_memory) service->share_with(transport_->node_peers(), config.share_min);
     service->on_message([&](net::Message& m) {
       if (m.tag != tag::stats_request) return false;
       net::Writer w;
-      write_stats(w, memory->stats());
+      write_stats(w, local->memory_stats());
       transport_->send(driver, tag::stats, std::move(w.buffer()));
       return true;
     });
-    info = describe_rank(rank(), *backend, *memory);
+    info = local->describe(rank());
   } catch (const std::exception& e) {
     net::Writer w;
     w.str(fmt::format("rank {} could not start its part of the session: {}", rank(), e.what()));
@@ -281,18 +279,16 @@ std::optional<int> Process::serve_session(const net::Message& open) {
     log::debug("the session broke here: {}", e.what());
     broken = true;
   }
-  worker->fail_transfers(std::make_exception_ptr(
+  local->worker().fail_transfers(std::make_exception_ptr(
       NetError(fmt::format("rank {}: the session ended before this transfer came", rank()))));
   try {
-    worker->wait_all();
+    local->wait_all();
   } catch (const std::exception& e) {  // reported with its barrier
     log::debug("a failure at the end of the session: {}", e.what());
   }
   std::optional<int> code = broken ? std::nullopt : service->exit_code();
   service.reset();
-  worker.reset();
-  memory.reset();
-  backend.reset();
+  local.reset();
   if (!broken && !code) transport_->send(driver, tag::closed, {});
   return code;
 }

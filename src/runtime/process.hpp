@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -25,8 +26,6 @@
 
 namespace gridspan::runtime {
 
-/// This process's rank as a hello describes it.
-RankInfo describe_rank(int rank, backend::Backend& backend, const MemoryManager& memory);
 void write_rank_info(net::Writer& w, const RankInfo& info);
 RankInfo read_rank_info(net::Reader& r);
 
@@ -41,6 +40,11 @@ class Process {
  public:
   /// True when mpirun started this process with other ranks and GRIDSPAN_MPI is not off.
   static bool distributed();
+  /// The processes of the run: the ranks when distributed, else 1.
+  static int count();
+  /// Runs `program` in this process, or under mpirun on rank 0 while the others serve it;
+  /// returns its exit code on every rank (gs::run_program).
+  static int run_program(const std::function<int()>& program);
   /// The process's rank; the first call starts MPI and the heartbeats (NetError when this
   /// build has no MPI).
   static Process& get();

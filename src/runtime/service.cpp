@@ -5,10 +5,9 @@
 
 #include <fmt/format.h>
 
-#include "annotation/signature.hpp"
 #include "core/log.hpp"
 #include "gridspan/core/error.hpp"
-#include "runtime/driver.hpp"
+#include "runtime/executable.hpp"
 
 namespace gridspan::runtime {
 
@@ -96,22 +95,7 @@ namespace {
 
 enum : uint8_t { kKernel = 0, kNative = 1 };
 
-// Set from other files' static initialisation (gs::register_native): made on first use.
-struct Resolver {
-  std::mutex mutex;
-  NativeResolver resolve;
-};
-Resolver& resolver() {
-  static Resolver* r = new Resolver;  // never destroyed: it may be used at exit
-  return *r;
-}
-
 }  // namespace
-
-void set_native_resolver(NativeResolver f) {
-  std::lock_guard lock(resolver().mutex);
-  resolver().resolve = std::move(f);
-}
 
 void WorkerService::send_native(net::Transport& t, int rank, net::ExecutableId id,
                                 const std::string& name) {
@@ -148,11 +132,7 @@ void WorkerService::compile(const net::Message& m) {
   if (kind == kNative) {
     const std::string name = r.str("native function name");
     r.finish();
-    std::shared_ptr<const plan::Executable> native;
-    {
-      std::lock_guard lock(resolver().mutex);
-      if (resolver().resolve) native = resolver().resolve(name);
-    }
+    std::shared_ptr<const plan::Executable> native = find_native(name);
     if (!native)
       throw Error(fmt::format(
           "rank {}: native function `{}` is not registered in this process; under mpirun "
@@ -177,9 +157,7 @@ void WorkerService::compile(const net::Message& m) {
   if (!backend_)
     throw NetError(fmt::format("rank {}: kernel `{}` arrived, but this rank compiles none",
                                transport_.rank(), src.name));
-  src.params = annotation::parse_signature(src.source, src.name);
-  auto compiled = backend_->compile(src);
-  compiled_[id] = std::make_shared<KernelExecutable>(src.name, src.params, compiled, src.checked);
+  compiled_[id] = KernelExecutable::compile(*backend_, std::move(src));
 }
 
 const plan::Executable* WorkerService::executable(net::ExecutableId id) const {

@@ -58,11 +58,6 @@ struct BarrierReport {
   std::string message() const { return error ? describe_error(error).message : std::string(); }
 };
 
-/// Native functions on ranks that do not run the user's code: the executable registered
-/// under a name in this process (gs::register_native), or null.
-using NativeResolver = std::function<std::shared_ptr<const plan::Executable>(const std::string&)>;
-void set_native_resolver(NativeResolver resolver);
-
 class WorkerService final : public DataLink {
  public:
   /// `executables` resolves the kernels named in task batches; `on_report` (on the driver's

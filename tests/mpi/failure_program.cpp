@@ -6,6 +6,8 @@
 //                                   GRIDSPAN_NET_TIMEOUT naming it, and every rank ends
 //   failure_program kill   VICTIM   the rank dies (SIGKILL): every rank ends
 //   failure_program none   0        nothing fails: every rank exits with code 0
+//   failure_program context 0       every rank makes a gs::Context itself (no gs::run): the
+//                                   other ranks say that only rank 0 runs the program
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -53,6 +55,16 @@ int main(int argc, char** argv) {
   g_mode = argv[1];
   g_victim = std::atoi(argv[2]);
   gs::register_native(touch());  // in every process, before gs::run
+  if (g_mode == "context") {
+    try {
+      gs::Context ctx;
+      std::printf("rank %d has a context\n", this_rank());
+      return 0;
+    } catch (const gs::Error& e) {
+      std::fprintf(stderr, "gridspan error: %s\n", e.what());
+      return 1;
+    }
+  }
   return gs::run(argc, argv, [](gs::Context& ctx) {
     const int devices = ctx.device_count();
     const int n = 64 * devices;

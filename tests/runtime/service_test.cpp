@@ -11,7 +11,7 @@
 
 #include "annotation/signature.hpp"
 #include "plan/split.hpp"
-#include "runtime/driver.hpp"
+#include "runtime/executable.hpp"
 #include "runtime/rig.hpp"
 #include "runtime/service.hpp"
 
@@ -137,8 +137,7 @@ TEST(WorkerService, KernelsAreCompiledOnEveryRank) {
   Cluster c(nullptr, nullptr);
   for (int r = 0; r < Cluster::kRanks; ++r) c.services[r]->compile_with(c.rigs[r]->backend.get());
   backend::KernelSource src = stencil_source(kStencil);
-  auto kernel = std::make_shared<KernelExecutable>(src.name, src.params,
-                                                   c.rigs[0]->backend->compile(src), false);
+  auto kernel = KernelExecutable::compile(*c.rigs[0]->backend, src);
   c.executable = kernel.get();
   for (int r = 1; r < Cluster::kRanks; ++r)
     WorkerService::send_compile(*c.transports[0], r, 1, src);

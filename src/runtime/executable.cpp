@@ -1,0 +1,256 @@
+// Kernels and native functions as Execute tasks run them (see executable.hpp).
+#include "runtime/executable.hpp"
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "annotation/annotation.hpp"
+#include "annotation/signature.hpp"
+#include "gridspan/core/error.hpp"
+
+namespace gridspan::runtime {
+
+void frame_arguments(const std::vector<ParamInfo>& params, const plan::ExecFrame& frame,
+                     GsArrayArg* arrays, const void** scalars) {
+  const plan::Execute& ex = frame.exec;
+  for (std::size_t p = 0; p < params.size(); ++p) {
+    GsArrayArg& a = arrays[p];
+    std::memset(&a, 0, sizeof a);
+    scalars[p] = nullptr;
+    if (!params[p].is_array) {
+      scalars[p] = ex.scalars->data() + (*ex.scalar_offsets)[p];
+      continue;
+    }
+    const plan::ExecArg& arg = ex.arrays[p];
+    a.data = frame.data[p];
+    a.rank = params[p].rank;
+    a.mode = static_cast<int32_t>(arg.mode);
+    a.op = static_cast<int32_t>(arg.op);
+    a.elem_size = static_cast<int32_t>(dtype_size(params[p].dtype));
+    for (int ax = 0; ax < 3; ++ax) {
+      a.lo[ax] = arg.chunk.rect.lo[ax];
+      a.extent[ax] = arg.chunk.rect.hi[ax] - arg.chunk.rect.lo[ax];
+      a.region_lo[ax] = arg.region.lo[ax];
+      a.region_hi[ax] = arg.region.hi[ax];
+    }
+    if (!a.data) {  // untouched in this superblock: an empty view
+      for (int ax = 0; ax < 3; ++ax) a.extent[ax] = 0, a.region_hi[ax] = a.region_lo[ax];
+    }
+  }
+}
+
+namespace {
+
+// The ABI arguments of one superblock: on the stack for up to 16 parameters.
+struct FrameArguments {
+  GsArrayArg arrays_small[16];
+  const void* scalars_small[16];
+  std::vector<GsArrayArg> arrays_heap;
+  std::vector<const void*> scalars_heap;
+  GsArrayArg* arrays = arrays_small;
+  const void** scalars = scalars_small;
+
+  FrameArguments(const std::vector<ParamInfo>& params, const plan::ExecFrame& frame) {
+    if (params.size() > 16) {
+      arrays_heap.resize(params.size());
+      scalars_heap.resize(params.size());
+      arrays = arrays_heap.data();
+      scalars = scalars_heap.data();
+    }
+    frame_arguments(params, frame, arrays, scalars);
+  }
+};
+
+std::string index_text(int rank, const Point& idx) {
+  std::string s;
+  for (int ax = 0; ax < rank; ++ax) s += fmt::format("{}{}", ax ? ", " : "", idx[ax]);
+  return s;
+}
+
+// The element `k` (row-major) of box `r`.
+Point element_of(const Rect& r, std::size_t k) {
+  Point idx = r.lo;
+  int64_t rest = static_cast<int64_t>(k);
+  for (int ax = r.rank - 1; ax >= 0; --ax) {
+    idx[ax] = r.lo[ax] + rest % r.extent(ax);
+    rest /= r.extent(ax);
+  }
+  return idx;
+}
+
+// Checked mode: the bytes of every read-only array's region before the kernel ran, so that
+// a write through a `read` rule shows (and is undone).
+class ReadOnlyGuard {
+ public:
+  ReadOnlyGuard(const std::vector<ParamInfo>& params, const plan::ExecFrame& frame)
+      : params_(params), frame_(frame), before_(params.size()) {
+    for (std::size_t p = 0; p < params_.size(); ++p)
+      if (params_[p].is_array && frame_.data[p] && ex().arrays[p].mode == annotation::Mode::read)
+        region_bytes(p, before_[p]);
+  }
+  // Throws AccessError for the first element written through a read rule, after putting
+  // every such element back.
+  void check(const std::string& kernel) {
+    std::vector<std::vector<unsigned char>> after(params_.size());
+    for (std::size_t p = 0; p < params_.size(); ++p)
+      if (!before_[p].empty()) region_bytes(p, after[p]);
+    frame_.dev->synchronize();
+    for (std::size_t p = 0; p < params_.size(); ++p) {
+      if (before_[p].empty() || after[p] == before_[p]) continue;
+      if (auto first = restore(p, after[p])) {
+        frame_.dev->synchronize();
+        const Rect& r = ex().arrays[p].region;
+        throw AccessError(fmt::format(
+            "kernel `{}` wrote `{}[{}]`, but the annotation declares `{}` read-only (read {}) "
+            "in the superblock of blocks {}; declare it `write` or `readwrite`, or do not "
+            "write it",
+            kernel, params_[p].name, index_text(params_[p].rank, *first), params_[p].name, r.str(),
+            ex().blocks.str()));
+      }
+    }
+  }
+
+ private:
+  const plan::Execute& ex() const { return frame_.exec; }
+  void region_bytes(std::size_t p, std::vector<unsigned char>& out) const {
+    const plan::ExecArg& arg = ex().arrays[p];
+    std::size_t elem = dtype_size(params_[p].dtype);
+    out.resize(static_cast<std::size_t>(arg.region.volume()) * elem);
+    frame_.dev->download(out.data(), arg.region, frame_.data[p], arg.chunk.rect, arg.region, elem);
+  }
+  // The same array may be passed twice, once to be written: its writes through the other
+  // parameter are legitimate (same chunk, inside that parameter's declared region).
+  bool written_elsewhere(std::size_t p, const Point& idx) const {
+    for (std::size_t q = 0; q < params_.size(); ++q)
+      if (q != p && params_[q].is_array && ex().arrays[q].write &&
+          ex().arrays[q].chunk.id == ex().arrays[p].chunk.id && ex().arrays[q].region.contains(idx))
+        return true;
+    return false;
+  }
+  // Puts back every element of parameter p written through its read rule; the first one.
+  std::optional<Point> restore(std::size_t p, const std::vector<unsigned char>& after) {
+    const std::size_t elem = dtype_size(params_[p].dtype);
+    const Rect& r = ex().arrays[p].region;
+    std::optional<Point> first;
+    for (std::size_t k = 0; k * elem < after.size(); ++k) {
+      if (std::memcmp(&after[k * elem], &before_[p][k * elem], elem) == 0) continue;
+      Point idx = element_of(r, k);
+      if (written_elsewhere(p, idx)) continue;
+      Point hi = idx;
+      for (int ax = 0; ax < r.rank; ++ax) ++hi[ax];
+      Rect one(r.rank, idx, hi);
+      frame_.dev->upload(frame_.data[p], ex().arrays[p].chunk.rect, &before_[p][k * elem], one, one,
+                         elem);
+      if (!first) first = idx;
+    }
+    return first;
+  }
+
+  const std::vector<ParamInfo>& params_;
+  const plan::ExecFrame& frame_;
+  std::vector<std::vector<unsigned char>> before_;
+};
+
+}  // namespace
+
+// --- kernels ----------------------------------------------------------------------------
+
+std::shared_ptr<const KernelExecutable> KernelExecutable::compile(backend::Backend& backend,
+                                                                  backend::KernelSource src) {
+  if (src.params.empty()) src.params = annotation::parse_signature(src.source, src.name);
+  auto compiled = backend.compile(src);
+  return std::make_shared<KernelExecutable>(std::move(src), std::move(compiled));
+}
+
+KernelExecutable::KernelExecutable(backend::KernelSource src,
+                                   std::shared_ptr<backend::CompiledKernel> kernel)
+    : src_(std::move(src)), kernel_(std::move(kernel)) {}
+
+void KernelExecutable::run(const plan::ExecFrame& frame) const {
+  const plan::Execute& ex = frame.exec;
+  FrameArguments args(src_.params, frame);
+  GsLaunch launch;
+  std::memset(&launch, 0, sizeof launch);
+  for (int ax = 0; ax < 3; ++ax) {
+    launch.block_lo[ax] = ex.blocks.lo[ax];
+    launch.block_hi[ax] = ex.blocks.hi[ax];
+    launch.block_dim[ax] = static_cast<uint32_t>(ex.block.get(ax));
+    launch.grid_dim[ax] = static_cast<uint32_t>(ex.grid.get(ax));
+  }
+  launch.num_params = static_cast<int32_t>(src_.params.size());
+  launch.arrays = args.arrays;
+  launch.scalars = args.scalars;
+  if (src_.checked)
+    run_checked(frame, launch);
+  else
+    kernel_->run(launch, *frame.dev);
+}
+
+void KernelExecutable::run_checked(const plan::ExecFrame& frame, GsLaunch& launch) const {
+  // The check state must be addressable by the kernel: pinned, mapped host memory.
+  backend::Device& dev = *frame.dev;
+  struct CheckMemory {
+    backend::Device& dev;
+    GsCheckState* p = static_cast<GsCheckState*>(dev.allocate_host(sizeof(GsCheckState)));
+    ~CheckMemory() { dev.deallocate_host(p, sizeof(GsCheckState)); }
+  } check_memory{dev};
+  GsCheckState& check = *check_memory.p;
+  std::memset(&check, 0, sizeof check);
+  launch.check = &check;
+  ReadOnlyGuard guard(src_.params, frame);
+  kernel_->run(launch, dev);
+  dev.synchronize();
+  if (check.violated) {
+    const plan::Execute& ex = frame.exec;
+    const std::size_t p = static_cast<std::size_t>(check.param);
+    const Point idx{check.index[0], check.index[1], check.index[2]};
+    throw AccessError(fmt::format(
+        "kernel `{}` accessed `{}[{}]` outside its declared access region {} ({}) in the "
+        "superblock of blocks {}; fix the annotation or guard the access in the kernel",
+        src_.name, src_.params[p].name, index_text(src_.params[p].rank, idx),
+        ex.arrays[p].region.str(), annotation::mode_name(ex.arrays[p].mode), ex.blocks.str()));
+  }
+  guard.check(src_.name);
+}
+
+// --- native functions -------------------------------------------------------------------
+
+NativeExecutable::NativeExecutable(std::string name, std::vector<ParamInfo> params, NativeBody body)
+    : name_(std::move(name)), params_(std::move(params)), body_(std::move(body)) {}
+
+void NativeExecutable::run(const plan::ExecFrame& frame) const {
+  FrameArguments args(params_, frame);
+  body_(frame, args.arrays, args.scalars);
+}
+
+namespace {
+
+// Registrations may come from other files' static initialisation: made on first use.
+struct Natives {
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<const NativeExecutable>> by_name;
+};
+Natives& natives() {
+  static Natives* n = new Natives;  // never destroyed: natives may be looked up at exit
+  return *n;
+}
+
+}  // namespace
+
+void register_native(std::shared_ptr<const NativeExecutable> native) {
+  std::lock_guard lock(natives().mutex);
+  const std::string name = native->name();
+  natives().by_name[name] = std::move(native);
+}
+
+std::shared_ptr<const NativeExecutable> find_native(const std::string& name) {
+  std::lock_guard lock(natives().mutex);
+  auto it = natives().by_name.find(name);
+  return it == natives().by_name.end() ? nullptr : it->second;
+}
+
+}  // namespace gridspan::runtime

@@ -1,0 +1,68 @@
+// What an Execute task runs for one superblock: a kernel compiled by a backend, or a
+// native function. The driver's rank makes them from the API's definitions; the other ranks
+// of an mpirun make the same from what the driver sends (a kernel's source, a native
+// function's name, found in the one registry of native functions).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/device.hpp"
+#include "gridspan/core/param.hpp"
+#include "gridspan/device/abi.h"
+#include "plan/task.hpp"
+
+namespace gridspan::runtime {
+
+/// A compiled kernel: builds the GsLaunch for one superblock, calls the wrapper, and turns
+/// a checked-mode violation into an AccessError.
+class KernelExecutable : public plan::Executable {
+ public:
+  /// Compiles `src` (its parameters read from the kernel's own signature when it has none).
+  static std::shared_ptr<const KernelExecutable> compile(backend::Backend& backend,
+                                                         backend::KernelSource src);
+  KernelExecutable(backend::KernelSource src, std::shared_ptr<backend::CompiledKernel> kernel);
+  const std::string& name() const override { return src_.name; }
+  void run(const plan::ExecFrame& frame) const override;
+  /// What another rank compiles to get the same kernel.
+  const backend::KernelSource& source() const { return src_; }
+
+ private:
+  void run_checked(const plan::ExecFrame& frame, GsLaunch& launch) const;
+
+  backend::KernelSource src_;
+  std::shared_ptr<backend::CompiledKernel> kernel_;
+};
+
+/// A native function's body for one superblock: the frame, then one ABI view per parameter
+/// (zeroed for scalars) and one pointer per scalar parameter (null for arrays).
+using NativeBody = std::function<void(const plan::ExecFrame& frame, const GsArrayArg* arrays,
+                                      const void* const* scalars)>;
+
+class NativeExecutable : public plan::Executable {
+ public:
+  NativeExecutable(std::string name, std::vector<ParamInfo> params, NativeBody body);
+  const std::string& name() const override { return name_; }
+  void run(const plan::ExecFrame& frame) const override;
+
+ private:
+  std::string name_;
+  std::vector<ParamInfo> params_;
+  NativeBody body_;
+};
+
+/// Native functions by name, in every process: under mpirun only rank 0 runs the user's
+/// code, so the other ranks find the function the driver names here. A later registration
+/// under a name replaces the earlier one.
+void register_native(std::shared_ptr<const NativeExecutable> native);
+/// The function registered under `name`, or null.
+std::shared_ptr<const NativeExecutable> find_native(const std::string& name);
+
+/// The ABI view of one superblock's arguments: `arrays[p]` and `scalars[p]` for each
+/// parameter (both of params.size()).
+void frame_arguments(const std::vector<ParamInfo>& params, const plan::ExecFrame& frame,
+                     GsArrayArg* arrays, const void** scalars);
+
+}  // namespace gridspan::runtime

@@ -1,0 +1,58 @@
+// This process's devices as a Runner: its backend, memory manager and worker. A run of one
+// process is one LocalRunner; under mpirun every rank has one (rank 0's inside the Cluster,
+// the others' serving the driver's session).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/device.hpp"
+#include "gridspan/core/config.hpp"
+#include "runtime/memory.hpp"
+#include "runtime/runner.hpp"
+#include "runtime/worker.hpp"
+
+namespace gridspan::runtime {
+
+class LocalRunner final : public Runner {
+ public:
+  /// Opens the backend `config` asks for, with its memory limits and staging bound.
+  explicit LocalRunner(const Config& config);
+  ~LocalRunner() override;  // waits for every task; writes the trace when asked
+  LocalRunner(const LocalRunner&) = delete;
+  LocalRunner& operator=(const LocalRunner&) = delete;
+
+  backend::Backend& backend() override { return *backend_; }
+  int device_count() const override { return static_cast<int>(devices_.size()); }
+  std::vector<int> rank_of_device() const override { return {}; }
+  std::vector<RankInfo> ranks() const override { return {describe(0)}; }
+  void add_executable(std::shared_ptr<const plan::Executable> executable) override;
+  void submit(plan::Plan plan) override { worker_->submit(std::move(plan.tasks)); }
+  void wait(plan::TaskId task) override { worker_->wait(task); }
+  bool is_done(plan::TaskId task) const override { return worker_->is_done(task); }
+  void wait_all() override { worker_->wait_all(); }
+  bool failed() const override { return false; }
+  std::vector<MemoryStats> memory_stats() override { return memory_->stats(); }
+  WorkerStats worker_stats() const override { return worker_->stats(); }
+
+  /// This process as rank `rank` of a run: host, backend, devices and memory.
+  RankInfo describe(int rank) const;
+  Worker& worker() { return *worker_; }
+  MemoryManager& memory() { return *memory_; }
+  /// The end of a part of a run over several processes: errors left unreported here were
+  /// reported with their barriers, so the end says nothing of them.
+  void end_quietly() { quiet_end_ = true; }
+
+ private:
+  void write_trace() noexcept;
+
+  Config config_;
+  std::unique_ptr<backend::Backend> backend_;
+  std::vector<backend::Device*> devices_;
+  std::unique_ptr<MemoryManager> memory_;
+  std::unique_ptr<Worker> worker_;
+  std::vector<std::shared_ptr<const plan::Executable>> executables_;
+  bool quiet_end_ = false;
+};
+
+}  // namespace gridspan::runtime
