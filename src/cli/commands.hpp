@@ -19,7 +19,10 @@ struct AnnotateOptions {
 };
 int run_annotate(const AnnotateOptions& options);
 
-/// Prints the run's ranks, their devices and memory (under mpirun: every rank's).
+/// Prints the run's ranks, their devices and memory (under mpirun: every rank's), and the
+/// settings it runs with.
 int run_info();
+/// Prints the table of GRIDSPAN_* settings in Markdown.
+int run_settings();
 
 }  // namespace gridspan::cli

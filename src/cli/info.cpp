@@ -2,7 +2,10 @@
 // memory, from the hellos of a session like any program's.
 #include <cstdio>
 
+#include <cstdlib>
+
 #include "cli/commands.hpp"
+#include "core/settings.hpp"
 #include "gridspan/gridspan.hpp"
 
 namespace gridspan::cli {
@@ -21,9 +24,23 @@ int run_info() {
                   r.backend.c_str(), format_bytes(r.host_memory).c_str());
       for (std::size_t d = 0; d < r.devices.size(); ++d)
         std::printf("  device %d (local %zu): %s, %s for gridspan\n", global++, d,
-                    r.devices[d].c_str(), format_bytes(r.device_memory[d]).c_str());
+                    r.devices[d].c_str(),
+                    r.device_memory[d] ? format_bytes(r.device_memory[d]).c_str() : "no limit");
+    }
+    std::printf("settings (`gridspan settings` says what each does):\n");
+    for (const settings::Setting& s : settings::all()) {
+      if (s.kind == settings::Kind::tooling) continue;
+      const bool set = std::getenv(s.name) && *std::getenv(s.name);
+      std::string value = settings::show(s, ctx.config());
+      if (!set && (value.empty() || value == "0")) value = std::string("(") + s.by_default + ")";
+      std::printf("  %s=%s%s\n", s.name, value.c_str(), set ? "  (from the environment)" : "");
     }
   });
+}
+
+int run_settings() {
+  std::fputs(settings::markdown_table().c_str(), stdout);
+  return 0;
 }
 
 }  // namespace gridspan::cli

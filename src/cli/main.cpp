@@ -1,6 +1,7 @@
 // The `gridspan` program: `gridspan demo` runs the demo problems on the embedded default;
 // `gridspan annotate` shows the access regions an annotation gives every superblock;
-// `gridspan info` shows the workers, devices and memory a run gets.
+// `gridspan info` shows the workers, devices, memory and settings a run gets; `gridspan
+// settings` prints the table of settings.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -44,6 +45,9 @@ int main(int argc, char** argv) {
   auto* info_cmd = app.add_subcommand(
       "info", "show the workers (MPI ranks), their devices and memory, as gridspan sees them");
 
+  auto* settings_cmd = app.add_subcommand(
+      "settings", "print the table of GRIDSPAN_* settings (Markdown, as in the README)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -53,6 +57,7 @@ int main(int argc, char** argv) {
     if (*demo_cmd) return gridspan::run_program([&] { return gridspan::cli::run_demo(demo); });
     if (*ann_cmd) return gridspan::cli::run_annotate(ann);
     if (*info_cmd) return gridspan::cli::run_info();
+    if (*settings_cmd) return gridspan::cli::run_settings();
   } catch (const gridspan::AnnotationError& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;

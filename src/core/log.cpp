@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdio>
 #include <mutex>
+#include <set>
 
 namespace gridspan::log {
 
@@ -30,6 +31,16 @@ void write(LogLevel l, const std::string& message) {
   std::lock_guard<std::mutex> lock(g_mutex);
   std::fprintf(stderr, "gridspan%s %s: %s\n", g_prefix.c_str(), names[static_cast<int>(l)],
                message.c_str());
+}
+
+void warn_once(const std::string& message) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!said.insert(message).second) return;
+  }
+  if (level() >= LogLevel::warn) write(LogLevel::warn, message);
 }
 
 }  // namespace gridspan::log

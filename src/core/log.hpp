@@ -20,6 +20,8 @@ template <class... A>
 void warn(fmt::format_string<A...> f, A&&... a) {
   if (level() >= LogLevel::warn) write(LogLevel::warn, fmt::format(f, std::forward<A>(a)...));
 }
+/// A warning said once per process: the same message again is dropped.
+void warn_once(const std::string& message);
 template <class... A>
 void info(fmt::format_string<A...> f, A&&... a) {
   if (level() >= LogLevel::info) write(LogLevel::info, fmt::format(f, std::forward<A>(a)...));

@@ -18,6 +18,7 @@ LocalRunner::LocalRunner(const Config& config)
   memory_ = std::make_unique<MemoryManager>(devices_, memory_limits(config_));
   worker_ =
       std::make_unique<Worker>(devices_, *memory_, config_.staging_bytes, config_.stream_order);
+  worker_->check_transfers(config_.check_transfers);
   if (!config_.trace_file.empty()) worker_->enable_trace();
 }
 

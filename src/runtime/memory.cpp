@@ -36,6 +36,7 @@
 
 #include <fmt/format.h>
 
+#include "core/log.hpp"
 #include "gridspan/core/error.hpp"
 #include "runtime/pool.hpp"
 #include "runtime/spill.hpp"
@@ -707,7 +708,14 @@ MemoryManager::MemoryManager(std::vector<backend::Device*> devices, MemoryLimits
   for (backend::Device* device : devices) {
     if (!device) throw Error("MemoryManager needs devices, not null pointers");
     auto space = std::make_unique<DeviceSpace>(device);
-    std::size_t limit = limits.device_bytes ? limits.device_bytes : device->memory_capacity();
+    const std::size_t capacity = device->memory_capacity();
+    if (capacity && limits.device_bytes > capacity)
+      log::warn_once(fmt::format(
+          "the device memory limit (GRIDSPAN_DEVICE_MEMORY, {} bytes) is more than {} has ({} "
+          "bytes): chunks spill only past the limit, so an allocation may fail first; give at "
+          "most {} bytes",
+          limits.device_bytes, device->name(), capacity, capacity));
+    std::size_t limit = limits.device_bytes ? limits.device_bytes : capacity;
     space->usage.limit = limit ? limit : kUnbounded;
     impl_->devices.push_back(std::move(space));
   }

@@ -1,6 +1,7 @@
 // This process as one rank of a run under mpirun (see process.hpp).
 #include "runtime/process.hpp"
 
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -11,6 +12,7 @@
 
 #include "backend/device.hpp"
 #include "core/log.hpp"
+#include "core/settings.hpp"
 #include "gridspan/core/error.hpp"
 #include "runtime/local.hpp"
 #include "runtime/service.hpp"
@@ -19,47 +21,46 @@ namespace gridspan::runtime {
 
 // --- what sessions exchange ---------------------------------------------------------------
 
+// Every setting of the table, in its order, by the type of its field.
 void write_config(net::Writer& w, const Config& c) {
-  w.str(c.backend);
-  w.i64(c.gpus);
-  w.i64(c.cpu_devices);
-  w.i64(c.cpu_threads);
-  w.u8(c.cpu_async);
-  w.u64(c.device_memory);
-  w.u64(c.host_memory);
-  w.str(c.spill_dir);
-  w.str(c.cache_dir);
-  w.u8(c.check);
-  w.u64(c.staging_bytes);
-  w.u8(c.stream_order);
-  w.str(c.cxx);
-  w.u8(static_cast<uint8_t>(c.log_level));
-  w.u64(static_cast<uint64_t>(c.net_timeout * 1000));
-  w.u8(c.share_memory);
-  w.u64(c.share_min);
+  for (const settings::Setting& s : settings::all()) {
+    std::visit(
+        [&](auto field) {
+          using F = decltype(field);
+          if constexpr (std::is_same_v<F, std::string Config::*>) w.str(c.*field);
+          if constexpr (std::is_same_v<F, bool Config::*>) w.u8(c.*field ? 1 : 0);
+          if constexpr (std::is_same_v<F, std::size_t Config::*>) w.u64(c.*field);
+          if constexpr (std::is_same_v<F, int Config::*>) w.i64(c.*field);
+          if constexpr (std::is_same_v<F, double Config::*>)
+            w.u64(std::bit_cast<uint64_t>(c.*field));
+          if constexpr (std::is_same_v<F, LogLevel Config::*>) w.u8(static_cast<uint8_t>(c.*field));
+        },
+        s.field);
+  }
 }
 
 Config read_config(net::Reader& r) {
   Config c;
-  c.backend = r.str("backend");
-  c.gpus = static_cast<int>(r.i64("gpus"));
-  c.cpu_devices = static_cast<int>(r.i64("cpu devices"));
-  c.cpu_threads = static_cast<int>(r.i64("cpu threads"));
-  c.cpu_async = r.u8("cpu async flag") != 0;
-  c.device_memory = r.u64("device memory");
-  c.host_memory = r.u64("host memory");
-  c.spill_dir = r.str("spill folder");
-  c.cache_dir = r.str("cache folder");
-  c.check = r.u8("check flag") != 0;
-  c.staging_bytes = r.u64("staging bytes");
-  c.stream_order = r.u8("stream order flag") != 0;
-  c.cxx = r.str("host compiler");
-  const uint8_t level = r.u8("log level");
-  if (level > static_cast<uint8_t>(LogLevel::debug)) r.fail(fmt::format("log level {}", level));
-  c.log_level = static_cast<LogLevel>(level);
-  c.net_timeout = static_cast<double>(r.u64("net timeout")) / 1000;
-  c.share_memory = r.u8("share memory flag") != 0;
-  c.share_min = r.u64("share minimum");
+  for (const settings::Setting& s : settings::all()) {
+    std::visit(
+        [&](auto field) {
+          using F = decltype(field);
+          if constexpr (std::is_same_v<F, std::string Config::*>) c.*field = r.str(s.name);
+          if constexpr (std::is_same_v<F, bool Config::*>) c.*field = r.u8(s.name) != 0;
+          if constexpr (std::is_same_v<F, std::size_t Config::*>) c.*field = r.u64(s.name);
+          if constexpr (std::is_same_v<F, int Config::*>)
+            c.*field = static_cast<int>(r.i64(s.name));
+          if constexpr (std::is_same_v<F, double Config::*>)
+            c.*field = std::bit_cast<double>(r.u64(s.name));
+          if constexpr (std::is_same_v<F, LogLevel Config::*>) {
+            const uint8_t level = r.u8(s.name);
+            if (level > static_cast<uint8_t>(LogLevel::debug))
+              r.fail(fmt::format("log level {}", level));
+            c.*field = static_cast<LogLevel>(level);
+          }
+        },
+        s.field);
+  }
   c.trace_file.clear();  // the driver's rank traces its own worker only
   return c;
 }

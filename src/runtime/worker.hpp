@@ -104,6 +104,9 @@ class Worker {
   /// Adds tasks; their dependencies are tasks submitted earlier (or in this batch, before
   /// them). Dependencies on finished tasks are satisfied at once.
   void submit(std::vector<plan::Task>&& tasks);
+  /// Debugging (GRIDSPAN_CHECK_TRANSFERS): every transfer's region is compared with its
+  /// bytes once sent or received. Before any task is submitted.
+  void check_transfers(bool on) { check_transfers_ = on; }
   /// Where Send tasks go (before any is submitted; null: none may be).
   void connect(DataLink* link);
   /// Called (with the worker's lock held: it must not block or call the worker) when a
@@ -193,7 +196,7 @@ class Worker {
   bool decline(plan::TransferId transfer);
   void drop_lent(Node& node);
   void check_transfer(Node* node, std::exception_ptr& error);
-  const bool check_transfers_ = std::getenv("GRIDSPAN_CHECK_TRANSFERS") != nullptr;
+  bool check_transfers_ = false;
   struct Arrival;
   void arrive(plan::TransferId transfer, Arrival arrival);
   static void take(Node& node, Arrival arrival);

@@ -12,8 +12,10 @@
 #include "annotation/signature.hpp"
 #include "plan/split.hpp"
 #include "runtime/executable.hpp"
+#include "runtime/process.hpp"
 #include "runtime/rig.hpp"
 #include "runtime/service.hpp"
+#include "support/config.hpp"
 
 namespace gridspan::runtime {
 namespace {
@@ -71,6 +73,27 @@ struct Cluster {
     return reports[barrier];
   }
 };
+
+// A session's settings reach the other ranks whole: every setting of the table, random
+// values, except the trace file (each rank's own; the driver's rank writes it).
+TEST(SessionConfig, EverySettingGoesToTheOtherRanks) {
+  auto g = test::rng(72);
+  for (int round = 0; round < 20; ++round) {
+    const Config sent = test::random_config(g);
+    net::Writer w;
+    write_config(w, sent);
+    const Bytes body(std::move(w.buffer()));
+    const Config got = net::read_all(body, "session", read_config);
+    for (const settings::Setting& s : settings::all()) {
+      if (s.kind == settings::Kind::tooling) continue;
+      if (std::string(s.name) == "GRIDSPAN_TRACE")
+        EXPECT_EQ(got.trace_file, "");
+      else
+        EXPECT_EQ(settings::show(s, got), settings::show(s, sent)) << s.name;
+    }
+    EXPECT_EQ(got.net_timeout, sent.net_timeout);
+  }
+}
 
 TEST(WorkerService, ThreeRanksComputeWhatOneWould) {
   StencilProblem problem(6, 1200, 100, 4, 36);

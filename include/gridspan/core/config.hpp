@@ -1,6 +1,9 @@
 // gs::Config: every setting of a gridspan run, set in code and overridden by GRIDSPAN_*
-// environment variables. Sizes take 4096, 64KiB, 512MiB, 2GiB; flags take 1/on/yes/true
-// and 0/off/no/false in any case.
+// environment variables (`gridspan settings` lists them). Sizes take 4096, 64KiB, 512MiB,
+// 2GiB; flags take 1/on/yes/true and 0/off/no/false in any case (anything else keeps the
+// default and warns once); a GRIDSPAN_* variable that is no setting warns once.
+//
+//   gs::Config c = gs::Config::from_env();  c.cpu_devices = 4;
 #pragma once
 
 #include <cstddef>
@@ -63,6 +66,9 @@ struct Config {
   int node_rank = 0, node_ranks = 1;
   LogLevel log_level = LogLevel::warn;  // GRIDSPAN_LOG=error|warn|info|debug
   std::string trace_file;               // GRIDSPAN_TRACE
+  /// Debugging: every transfer's region is compared with its bytes once sent or received
+  /// (GRIDSPAN_CHECK_TRANSFERS).
+  bool check_transfers = false;
 
   /// Defaults overridden by the environment.
   static Config from_env();
@@ -70,7 +76,8 @@ struct Config {
   Config with_env() const;
 };
 
-/// Parses "4096", "64KiB", "512MiB", "2GiB", "1.5GB"; throws ConfigError naming `what`.
+/// Parses "4096", "64KiB", "512MiB", "2GiB", "1.5GB"; throws ConfigError naming `what`
+/// (also for a size that does not fit in 64 bits).
 std::size_t parse_size(const std::string& text, const std::string& what);
 /// Parses a flag; returns nullopt for anything that is not one.
 std::optional<bool> parse_flag(const std::string& text);
