@@ -25,7 +25,9 @@ Cluster::Cluster(Process& process, const Config& config)
     throw NetError(
         "this run lost a rank earlier (see the first error): no session can start; every "
         "rank ends when the program does");
-  local_ = std::make_unique<LocalRunner>(config);
+  if (!config.trace_file.empty()) check_trace_path(config.trace_file);
+  trace_file_ = config.trace_file;
+  local_ = std::make_unique<LocalRunner>(config, /*whole_run=*/false);
   service_ = std::make_unique<WorkerService>(
       transport_, local_->worker(), nullptr, [this](const BarrierReport& r) { on_report(r); }, 0);
   service_->on_error([this](const RankError& e) { on_error(e); });
@@ -42,7 +44,6 @@ Cluster::Cluster(Process& process, const Config& config)
     lock.unlock();
     for (int r = 1; r < ranks; ++r) transport_.send(r, tag::shutdown, {});
     service_.reset();
-    local_->end_quietly();
     std::rethrow_exception(failure_);
   }
   ranks_.push_back(local_->describe(0));
@@ -77,8 +78,16 @@ Cluster::~Cluster() {
   local_->worker().fail_transfers(
       std::make_exception_ptr(NetError("the session ended before this transfer came")));
   service_.reset();
-  local_->end_quietly();  // what failed there was reported with its barrier
+  if (!trace_file_.empty()) write_trace();
   local_.reset();
+}
+
+// Every rank's events in one file: rank 0's, and those the others sent before they closed.
+void Cluster::write_trace() noexcept {
+  std::vector<RankTrace> ranks{RankTrace{ranks_[0], local_->take_trace()}};
+  std::lock_guard lock(mutex_);
+  for (auto& [rank, events] : traces_) ranks.push_back(RankTrace{ranks_[rank], std::move(events)});
+  write_trace_file(trace_file_, ranks);
 }
 
 template <class Ready>
@@ -115,6 +124,12 @@ bool Cluster::on_message(net::Message& m) {
       auto stats = net::read_all(m.body, "memory figures", read_stats);
       std::lock_guard lock(mutex_);
       stats_[m.source] = std::move(stats);
+      break;
+    }
+    case tag::trace: {
+      auto events = net::read_all(m.body, "trace", read_trace_events);
+      std::lock_guard lock(mutex_);
+      traces_[m.source] = std::move(events);
       break;
     }
     case tag::closed: {

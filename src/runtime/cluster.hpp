@@ -22,6 +22,7 @@
 #include "runtime/process.hpp"
 #include "runtime/runner.hpp"
 #include "runtime/service.hpp"
+#include "runtime/trace.hpp"
 #include "runtime/worker.hpp"
 
 namespace gridspan::runtime {
@@ -76,6 +77,7 @@ class Cluster final : public Runner {
   bool wait_for(std::unique_lock<std::mutex>& lock, Ready ready);
 
   const plan::Placement& placement() const { return splitter_.placement(); }
+  void write_trace() noexcept;
 
   Process& process_;
   net::Transport& transport_;
@@ -102,6 +104,8 @@ class Cluster final : public Runner {
   std::map<int, RankInfo> hellos_;
   int closed_ = 0;
   std::map<int, std::vector<MemoryStats>> stats_;
+  std::string trace_file_;                         // GRIDSPAN_TRACE, when tracing
+  std::map<int, std::vector<TraceEvent>> traces_;  // the other ranks', by rank
   std::unique_ptr<WorkerService> service_;
 };
 

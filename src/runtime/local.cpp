@@ -13,24 +13,33 @@
 
 namespace gridspan::runtime {
 
-LocalRunner::LocalRunner(const Config& config)
-    : config_(config), backend_(backend::make_backend(config_)), devices_(backend_->devices()) {
+LocalRunner::LocalRunner(const Config& config, bool whole_run)
+    : config_(config), whole_run_(whole_run) {
+  if (!config_.trace_file.empty()) {
+    if (whole_run_) check_trace_path(config_.trace_file);
+    trace_ = std::make_unique<TraceRecorder>();
+  }
+  backend_ = backend::make_backend(config_);
+  devices_ = backend_->devices();
   memory_ = std::make_unique<MemoryManager>(devices_, memory_limits(config_));
+  memory_->observe(trace_.get());
   worker_ =
       std::make_unique<Worker>(devices_, *memory_, config_.staging_bytes, config_.stream_order);
   worker_->check_transfers(config_.check_transfers);
-  if (!config_.trace_file.empty()) worker_->enable_trace();
+  worker_->observe(trace_.get());
 }
 
 LocalRunner::~LocalRunner() {
   try {
     worker_->wait_all();
   } catch (const std::exception& e) {
-    if (!quiet_end_) log::warn("an error was not reported before the context ended: {}", e.what());
+    if (whole_run_) log::warn("an error was not reported before the context ended: {}", e.what());
   }
-  if (!config_.trace_file.empty()) write_trace();
+  const bool write = trace_ && whole_run_;
+  const RankInfo self = write ? describe(0) : RankInfo{};
   worker_.reset();
   memory_.reset();
+  if (write) write_trace_file(config_.trace_file, {RankTrace{self, trace_->take()}});
 }
 
 void LocalRunner::add_executable(std::shared_ptr<const plan::Executable> executable) {
@@ -53,33 +62,8 @@ RankInfo LocalRunner::describe(int rank) const {
   return info;
 }
 
-// Chrome / Perfetto trace JSON: one complete event per task, a track per device.
-void LocalRunner::write_trace() noexcept {
-  try {
-    nlohmann::json events = nlohmann::json::array();
-    for (std::size_t d = 0; d < devices_.size(); ++d)
-      events.push_back({{"name", "thread_name"},
-                        {"ph", "M"},
-                        {"pid", 0},
-                        {"tid", d},
-                        {"args", {{"name", devices_[d]->name()}}}});
-    for (const auto& e : worker_->take_trace())
-      events.push_back({{"name", e.name},
-                        {"cat", e.kind},
-                        {"ph", "X"},
-                        {"pid", 0},
-                        {"tid", e.device},
-                        {"ts", e.start_us},
-                        {"dur", e.end_us - e.start_us},
-                        {"args", {{"task", e.task}, {"bytes", e.bytes}}}});
-    std::ofstream out(config_.trace_file);
-    out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
-    if (!out)
-      log::warn("could not write the trace to GRIDSPAN_TRACE='{}': {}", config_.trace_file,
-                std::strerror(errno));
-  } catch (const std::exception& e) {
-    log::warn("could not write the trace to GRIDSPAN_TRACE='{}': {}", config_.trace_file, e.what());
-  }
+std::vector<TraceEvent> LocalRunner::take_trace() {
+  return trace_ ? trace_->take() : std::vector<TraceEvent>{};
 }
 
 }  // namespace gridspan::runtime

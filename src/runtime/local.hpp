@@ -10,15 +10,19 @@
 #include "gridspan/core/config.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/runner.hpp"
+#include "runtime/trace.hpp"
 #include "runtime/worker.hpp"
 
 namespace gridspan::runtime {
 
 class LocalRunner final : public Runner {
  public:
-  /// Opens the backend `config` asks for, with its memory limits and staging bound.
-  explicit LocalRunner(const Config& config);
-  ~LocalRunner() override;  // waits for every task; writes the trace when asked
+  /// Opens the backend `config` asks for, with its memory limits and staging bound, and
+  /// records a trace when it names a file. `whole_run`: this process is the run; otherwise
+  /// it is one part of a run over several processes, whose errors are reported with their
+  /// barriers and whose trace the driver's rank writes.
+  explicit LocalRunner(const Config& config, bool whole_run = true);
+  ~LocalRunner() override;  // waits for every task; a whole run writes its trace
   LocalRunner(const LocalRunner&) = delete;
   LocalRunner& operator=(const LocalRunner&) = delete;
 
@@ -39,20 +43,18 @@ class LocalRunner final : public Runner {
   RankInfo describe(int rank) const;
   Worker& worker() { return *worker_; }
   MemoryManager& memory() { return *memory_; }
-  /// The end of a part of a run over several processes: errors left unreported here were
-  /// reported with their barriers, so the end says nothing of them.
-  void end_quietly() { quiet_end_ = true; }
+  /// The trace recorded so far (empty when not tracing).
+  std::vector<TraceEvent> take_trace();
 
  private:
-  void write_trace() noexcept;
-
   Config config_;
+  bool whole_run_;
+  std::unique_ptr<TraceRecorder> trace_;  // when tracing; outlives the worker and memory
   std::unique_ptr<backend::Backend> backend_;
   std::vector<backend::Device*> devices_;
   std::unique_ptr<MemoryManager> memory_;
   std::unique_ptr<Worker> worker_;
   std::vector<std::shared_ptr<const plan::Executable>> executables_;
-  bool quiet_end_ = false;
 };
 
 }  // namespace gridspan::runtime

@@ -176,6 +176,7 @@ struct MemoryManager::Impl {
   std::list<Chunk*> host_lru;  // chunks with a host copy, least recently used first
   Usage disk;
   SpillStore spill;
+  Observer* observer = nullptr;  // set before any chunk exists
   std::unordered_map<ChunkId, std::unique_ptr<Chunk>> chunks;
   // Announced uses of chunks not created yet (a task may be submitted with its chunk's
   // CreateChunk in one batch).
@@ -347,8 +348,11 @@ struct MemoryManager::Impl {
   // Runs `io` without the mutex while `c` is marked as moving (no other thread evicts,
   // frees, moves or destroys it meanwhile), then, under the mutex again, `commit` or, when
   // `io` failed, `undo` and the error.
+  // The move is reported to the observer as `kind` on `track` once it is committed.
   template <class Io, class Commit, class Undo>
-  void transit(std::unique_lock<std::mutex>& lock, Chunk& c, Io io, Commit commit, Undo undo) {
+  void transit(std::unique_lock<std::mutex>& lock, Chunk& c, const char* kind, int track, Io io,
+               Commit commit, Undo undo) {
+    const double start = observer ? observer_now_us() : 0;
     c.moving = true;
     ++transits;
     lock.unlock();
@@ -367,7 +371,17 @@ struct MemoryManager::Impl {
       std::rethrow_exception(error);
     }
     commit();
+    report(kind, c, track, start);
   }
+
+  // Tells the observer that `c` moved (spill, reload) or was dropped (evict) since `start`.
+  void report(const char* kind, const Chunk& c, int track, double start) const {
+    if (!observer) return;
+    const double now = observer_now_us();
+    observer->chunk_moved(TraceEvent{fmt::format("chunk {}", c.id), kind, track,
+                                     start ? start : now, now, c.id, c.bytes});
+  }
+  int disk_track() const { return static_cast<int>(devices.size()); }
 
   // Waits for another thread's transit to end when nothing can be done before; `what`
   // names the space for the error when no transit could ever make room.
@@ -414,10 +428,13 @@ struct MemoryManager::Impl {
       drop_host(c);
       host.spilled += c.block;
     };
-    if (c.device_copy || c.on_disk) return evicted();
+    if (c.device_copy || c.on_disk) {
+      report("evict", c, disk_track(), 0);
+      return evicted();
+    }
     const void* data = c.host_copy;
     transit(
-        lock, c, [&] { spill.write(c.id, data, c.bytes); },
+        lock, c, "spill", disk_track(), [&] { spill.write(c.id, data, c.bytes); },
         [&] {
           c.on_disk = true;
           disk.add(c.bytes);
@@ -461,18 +478,22 @@ struct MemoryManager::Impl {
       d.usage.spilled += c.block;
     };
     bool host_has_room = host.limit == kUnbounded || host.used + c.block <= host.limit;
-    if (c.host_copy || (c.on_disk && !host_has_room)) return evicted();
+    if (c.host_copy || (c.on_disk && !host_has_room)) {
+      report("evict", c, c.device, 0);
+      return evicted();
+    }
     if (!host_has_room) return free_host_step(lock, c.block, &task);
     if (d.device->unified()) {
       // One address space: the block changes space; the data stays where it is.
       move_block(c, /*to_host=*/true);
       d.usage.spilled += c.block;
+      report("spill", c, c.device, 0);
       return;
     }
     void* h = allocate_host(c);
     const void* from = c.device_copy;
     transit(
-        lock, c, [&] { d.device->copy_to_host(h, from, c.bytes); },
+        lock, c, "spill", c.device, [&] { d.device->copy_to_host(h, from, c.bytes); },
         [&] {
           attach_host(c, h);
           d.usage.copied_out += c.bytes;
@@ -491,7 +512,7 @@ struct MemoryManager::Impl {
       }
       void* h = allocate_host(c);
       transit(
-          lock, c, [&] { spill.read(c.id, h, c.bytes); },
+          lock, c, "reload", disk_track(), [&] { spill.read(c.id, h, c.bytes); },
           [&] {
             attach_host(c, h);
             host.copied_in += c.bytes;
@@ -500,12 +521,15 @@ struct MemoryManager::Impl {
       return;
     }
     if (d.usage.used + c.block > d.usage.limit) return free_device_step(lock, d, task);
-    if (d.device->unified() && c.host_copy) return move_block(c, /*to_host=*/false);
+    if (d.device->unified() && c.host_copy) {
+      move_block(c, /*to_host=*/false);
+      return report("reload", c, c.device, 0);
+    }
     void* p = allocate_device(c);
     if (!c.host_copy) return attach_device(c, p);  // fresh memory: no data yet
     const void* from = c.host_copy;
     transit(
-        lock, c, [&] { d.device->copy_from_host(p, from, c.bytes); },
+        lock, c, "reload", c.device, [&] { d.device->copy_from_host(p, from, c.bytes); },
         [&] {
           attach_device(c, p);
           d.usage.copied_in += c.bytes;
@@ -720,6 +744,11 @@ MemoryManager::MemoryManager(std::vector<backend::Device*> devices, MemoryLimits
     impl_->devices.push_back(std::move(space));
   }
   impl_->host.limit = limits.host_bytes ? limits.host_bytes : kUnbounded;
+}
+
+void MemoryManager::observe(Observer* observer) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->observer = observer;
 }
 
 MemoryManager::~MemoryManager() {

@@ -15,6 +15,7 @@
 #include "backend/device.hpp"
 #include "gridspan/core/config.hpp"
 #include "gridspan/core/info.hpp"
+#include "runtime/observer.hpp"
 
 namespace gridspan::runtime {
 
@@ -96,6 +97,9 @@ class MemoryManager {
 
   /// Where the chunk's copies are (for tests, logs and the scheduler's heuristics).
   ChunkState state(ChunkId chunk) const;
+  /// Reports every spill, reload and eviction from now on to `observer` (null: none).
+  /// Before any chunk is created.
+  void observe(Observer* observer);
   /// The chunk's spill file; empty when the chunk has no copy on disk.
   std::string spill_file(ChunkId chunk) const;
 

@@ -16,6 +16,7 @@
 #include "gridspan/core/error.hpp"
 #include "runtime/local.hpp"
 #include "runtime/service.hpp"
+#include "runtime/trace.hpp"
 
 namespace gridspan::runtime {
 
@@ -61,8 +62,7 @@ Config read_config(net::Reader& r) {
         },
         s.field);
   }
-  c.trace_file.clear();  // the driver's rank traces its own worker only
-  return c;
+  return c;  // with the trace file: each rank records, the driver's rank writes
 }
 
 void write_rank_info(net::Writer& w, const RankInfo& info) {
@@ -248,8 +248,7 @@ std::optional<int> Process::serve_session(const net::Message& open) {
   std::unique_ptr<WorkerService> service;
   RankInfo info;
   try {
-    local = std::make_unique<LocalRunner>(config);
-    local->end_quietly();  // what fails here is reported with its barrier
+    local = std::make_unique<LocalRunner>(config, /*whole_run=*/false);
     service =
         std::make_unique<WorkerService>(*transport_, local->worker(), nullptr, nullptr, driver);
     service->compile_with(&local->backend());
@@ -289,6 +288,11 @@ std::optional<int> Process::serve_session(const net::Message& open) {
   }
   std::optional<int> code = broken ? std::nullopt : service->exit_code();
   service.reset();
+  if (!broken && !config.trace_file.empty()) {  // the driver's rank writes every rank's
+    net::Writer w;
+    write_trace_events(w, local->take_trace());
+    transport_->send(driver, tag::trace, std::move(w.buffer()));
+  }
   local.reset();
   if (!broken && !code) transport_->send(driver, tag::closed, {});
   return code;

@@ -40,6 +40,7 @@ constexpr uint32_t closed = 22;         // worker → driver: its part of the se
 constexpr uint32_t shared = 23;         // worker → worker: where a transfer's data lie, lent
 constexpr uint32_t shared_done = 24;    // worker → worker: done with lent memory (or send it)
 constexpr uint32_t shared_recall = 25;  // worker → worker: give lent memory back if you can
+constexpr uint32_t trace = 26;          // worker → driver: its trace events, before `closed`
 }  // namespace tag
 
 /// What the driver hears from a rank that cannot go on (a kernel that does not compile

@@ -740,37 +740,19 @@ void Worker::unstage(Node* node, std::exception_ptr& error) {
   ++unstage_epoch_;
 }
 
-void Worker::enable_trace() {
-  tracing_ = true;
-}
-
-std::vector<Worker::TraceEvent> Worker::take_trace() {
-  std::lock_guard<std::mutex> lock(trace_mutex_);
-  return std::move(trace_);
-}
-
 void Worker::run_task(Node* node) {
-  if (!tracing_) return run_payload(node);
-  auto us = [&] {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started_)
-        .count();
-  };
-  const Task& t = node->task;
-  double start = us();
-  struct Record {  // records the task also when it throws
-    Worker* w;
-    const Node* node;
-    double start;
-    decltype(us)& now;
-    ~Record() {
-      const Task& t = node->task;
+  if (!observer_) return run_payload(node);
+  struct Report {  // also when the task throws
+    Observer& observer;
+    const Node& node;
+    double start = observer_now_us();
+    ~Report() {
+      const Task& t = node.task;
       auto* e = std::get_if<plan::Execute>(&t.payload);
-      std::lock_guard<std::mutex> lock(w->trace_mutex_);
-      w->trace_.push_back(TraceEvent{t.id, e ? e->executable->name() : std::string(t.kind()),
-                                     t.kind(), t.device, start, now(), node->staged_bytes});
+      observer.task_ran(TraceEvent{e ? e->executable->name() : std::string(t.kind()), t.kind(),
+                                   t.device, start, observer_now_us(), t.id, node.staged_bytes});
     }
-  } record{this, node, start, us};
-  (void)t;
+  } report{*observer_, *node};
   run_payload(node);
 }
 

@@ -24,6 +24,7 @@
 #include "core/mutex.hpp"
 #include "plan/task.hpp"
 #include "runtime/memory.hpp"
+#include "runtime/observer.hpp"
 
 namespace gridspan::runtime {
 
@@ -138,18 +139,9 @@ class Worker {
   void wait_all();
   WorkerStats stats() const;
 
-  /// One task as it ran, for GRIDSPAN_TRACE (microseconds since the worker started).
-  struct TraceEvent {
-    plan::TaskId task;
-    std::string name;  // the kernel's name, or the task's kind
-    const char* kind;
-    int device;
-    double start_us, end_us;
-    std::size_t bytes;  // bytes of the chunks it touched
-  };
-  /// Records every task that runs from now on.
-  void enable_trace();
-  std::vector<TraceEvent> take_trace();
+  /// Reports every task that runs from now on to `observer` (null: none). Before any task
+  /// is submitted.
+  void observe(Observer* observer) { observer_ = observer; }
 
  private:
   struct Node {
@@ -204,7 +196,7 @@ class Worker {
   bool releasable(const Node& node) const;
   void scheduler_loop();
   void process(std::deque<Node*>& work, int here);
-  void run_task(Node* node);     // on an executor thread, traced when asked
+  void run_task(Node* node);     // on an executor thread, reported to the observer
   void run_payload(Node* node);  // does the task's work
   void unstage(Node* node, std::exception_ptr& error);
   void finish(Node* node, std::exception_ptr error, std::deque<Node*>& ready);
@@ -253,10 +245,7 @@ class Worker {
   std::exception_ptr unreported_;
   WorkerStats stats_;
   std::thread scheduler_;
-  bool tracing_ = false;
-  std::mutex trace_mutex_;
-  std::vector<TraceEvent> trace_;
-  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  Observer* observer_ = nullptr;
 };
 
 }  // namespace gridspan::runtime

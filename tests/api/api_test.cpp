@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -287,6 +288,59 @@ TEST(Api, TraceFileHasOneEventPerTask) {
   devices_seen = static_cast<int>(tids.size());
   EXPECT_EQ(executes, 4);  // four superblocks
   EXPECT_EQ(devices_seen, 2);
+}
+
+// Spills and reloads are in the trace too: device memory for a quarter of the data, swept
+// twice, moves chunks out and back in; every event a span of a chunk of this run.
+TEST(Api, TraceHasTheSpillsAndReloads) {
+  auto path = std::filesystem::temp_directory_path() /
+              ("gridspan-spill-trace-" + std::to_string(test::base_seed()) + ".json");
+  const int n = 1 << 16;
+  {
+    gs::Config c = quiet(1);
+    c.trace_file = path.string();
+    c.device_memory = n;  // a quarter of one array of ints
+    c.cpu_async = true;   // device memory apart from host memory: spills copy
+    gs::Context ctx(c);
+    auto k = ctx.compile(gs::KernelDef::from_source(kTwice, "twice")
+                             .annotate("global i => write out[i], read in[i]"));
+    auto in = ctx.full<int>({n}, 3, gs::dist::rows(n / 16));
+    auto out = ctx.full<int>({n}, -1, gs::dist::rows(n / 16));
+    for (int sweep = 0; sweep < 2; ++sweep)
+      k.launch({n}, {64}, gs::work::tiles({n / 16}), n, out, in);
+    EXPECT_EQ(out.to_vector(), std::vector<int>(n, 6));
+  }
+  std::ifstream f(path);
+  ASSERT_TRUE(f.good());
+  auto trace = nlohmann::json::parse(f);
+  std::filesystem::remove(path);
+  std::map<std::string, int> moves;
+  for (auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const std::string cat = e["cat"];
+    if (cat != "spill" && cat != "reload" && cat != "evict") continue;
+    ++moves[cat];
+    EXPECT_EQ(e["name"].get<std::string>().rfind("chunk ", 0), 0u) << e.dump();
+    EXPECT_GT(e["args"]["bytes"].get<std::size_t>(), 0u) << e.dump();
+    EXPECT_GE(e["dur"].get<double>(), 0.0);
+  }
+  EXPECT_GT(moves["spill"], 0) << "no spill in the trace";
+  EXPECT_GT(moves["reload"], 0) << "no reload in the trace";
+}
+
+// A trace file that cannot be written is an error when the run starts, not after it.
+TEST(Api, AnUnwritableTraceFileIsAnErrorAtTheStart) {
+  gs::Config c = quiet(1);
+  c.trace_file = "/nonexistent-folder/trace.json";
+  try {
+    gs::Context ctx(c);
+    ADD_FAILURE() << "the context started";
+  } catch (const gs::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("GRIDSPAN_TRACE='/nonexistent-folder/trace.json' cannot "
+                                         "be written"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
