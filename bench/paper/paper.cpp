@@ -201,9 +201,7 @@ std::string baseline_cubin(const KernelSpec& k, int arch) {
   return cuda::compile_program(s, "baseline_" + k.function, arch, "");
 }
 
-void ck(CUresult r, const char* what) {
-  cuda::check(r, what, "GPU 0 (baseline)");
-}
+constexpr const char* kBaseline = "GPU 0 (baseline)";
 
 class Direct {
  public:
@@ -211,10 +209,10 @@ class Direct {
     std::string why;
     api_ = cuda::driver(why);
     if (!api_) throw Error("bench: no GPU: " + why);
-    ck(api_->cuDeviceGet(&device_, 0), "cuDeviceGet");
-    ck(api_->cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
-    ck(api_->cuCtxSetCurrent(context_), "cuCtxSetCurrent");
-    ck(api_->cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    GRIDSPAN_CHECK_CU(api_->cuDeviceGet(&device_, 0), kBaseline);
+    GRIDSPAN_CHECK_CU(api_->cuDevicePrimaryCtxRetain(&context_, device_), kBaseline);
+    GRIDSPAN_CHECK_CU(api_->cuCtxSetCurrent(context_), kBaseline);
+    GRIDSPAN_CHECK_CU(api_->cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), kBaseline);
     int major = 0, minor = 0;
     api_->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_);
     api_->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_);
@@ -227,7 +225,7 @@ class Direct {
     api_->cuDevicePrimaryCtxRelease(device_);
   }
   const cuda::DriverApi& api() const { return *api_; }
-  void bind() { ck(api_->cuCtxSetCurrent(context_), "cuCtxSetCurrent"); }
+  void bind() { GRIDSPAN_CHECK_CU(api_->cuCtxSetCurrent(context_), kBaseline); }
   CUstream stream() const { return stream_; }
 
   CUfunction function(const KernelSpec& k) {
@@ -236,11 +234,11 @@ class Direct {
     if (it == modules_.end()) {
       const std::string cubin = baseline_cubin(k, arch_);
       CUmodule m = nullptr;
-      ck(api_->cuModuleLoadData(&m, cubin.data()), "cuModuleLoadData");
+      GRIDSPAN_CHECK_CU(api_->cuModuleLoadData(&m, cubin.data()), kBaseline);
       it = modules_.emplace(k.function, m).first;
     }
     CUfunction f = nullptr;
-    ck(api_->cuModuleGetFunction(&f, it->second, "gs_baseline"), "cuModuleGetFunction");
+    GRIDSPAN_CHECK_CU(api_->cuModuleGetFunction(&f, it->second, "gs_baseline"), kBaseline);
     return f;
   }
 
@@ -250,9 +248,9 @@ class Direct {
     const std::size_t n = std::size_t(1) << 30;
     CUdeviceptr a = 0, b = 0;
     void* h = nullptr;
-    ck(api_->cuMemAlloc(&a, n), "cuMemAlloc");
-    ck(api_->cuMemAlloc(&b, n), "cuMemAlloc");
-    ck(api_->cuMemHostAlloc(&h, n, 0), "cuMemHostAlloc");
+    GRIDSPAN_CHECK_CU(api_->cuMemAlloc(&a, n), kBaseline);
+    GRIDSPAN_CHECK_CU(api_->cuMemAlloc(&b, n), kBaseline);
+    GRIDSPAN_CHECK_CU(api_->cuMemHostAlloc(&h, n, 0), kBaseline);
     auto time = [&](auto f) {
       f();
       api_->cuStreamSynchronize(stream_);
@@ -292,10 +290,11 @@ Timing run_baseline(Direct& gpu, const Spec& spec, int runs) {
   std::map<std::string, const ArraySpec*> info;
   for (const auto& a : spec.arrays) {
     CUdeviceptr p = 0;
-    ck(api.cuMemAlloc(&p, std::max<std::size_t>(a.bytes(), 1)), "cuMemAlloc");
+    GRIDSPAN_CHECK_CU(api.cuMemAlloc(&p, std::max<std::size_t>(a.bytes(), 1)), kBaseline);
     if (!a.init.empty()) {
-      ck(api.cuMemcpyHtoDAsync(p, a.init.data(), a.init.size(), gpu.stream()), "cuMemcpyHtoD");
-      ck(api.cuStreamSynchronize(gpu.stream()), "cuStreamSynchronize");
+      GRIDSPAN_CHECK_CU(api.cuMemcpyHtoDAsync(p, a.init.data(), a.init.size(), gpu.stream()),
+                        kBaseline);
+      GRIDSPAN_CHECK_CU(api.cuStreamSynchronize(gpu.stream()), kBaseline);
     }
     ptr[a.name] = p;
     info[a.name] = &a;
@@ -323,10 +322,11 @@ Timing run_baseline(Direct& gpu, const Spec& spec, int runs) {
         grid[ax] = unsigned(std::min<int64_t>(
             (l.threads.get(ax) + l.block.get(ax) - 1) / l.block.get(ax), ax ? 65535 : 0x7FFFFFFF));
       }
-      ck(api.cuLaunchKernel(gpu.function(k), grid[0], grid[1], grid[2], block[0], block[1],
-                            block[2], 0, gpu.stream(), params.data(), nullptr),
-         "generating an input");
-      ck(api.cuStreamSynchronize(gpu.stream()), "generating an input");
+      GRIDSPAN_CHECK_CU(
+          api.cuLaunchKernel(gpu.function(k), grid[0], grid[1], grid[2], block[0], block[1],
+                             block[2], 0, gpu.stream(), params.data(), nullptr),
+          kBaseline);
+      GRIDSPAN_CHECK_CU(api.cuStreamSynchronize(gpu.stream()), kBaseline);
     }
   }
   std::map<std::string, const KernelSpec*> kspec;
@@ -365,8 +365,9 @@ Timing run_baseline(Direct& gpu, const Spec& spec, int runs) {
           if (auto r = k.reduce_fill.find(params[i].name); r != k.reduce_fill.end()) {
             g.mode = GS_REDUCE;
             g.op = r->second.op;
-            ck(api.cuMemsetD8Async(ptr.at(*name), r->second.fill, a.bytes(), gpu.stream()),
-               "cuMemsetD8Async");
+            GRIDSPAN_CHECK_CU(
+                api.cuMemsetD8Async(ptr.at(*name), r->second.fill, a.bytes(), gpu.stream()),
+                kBaseline);
           }
           p[i] = &g;
         } else {
@@ -386,24 +387,25 @@ Timing run_baseline(Direct& gpu, const Spec& spec, int runs) {
         block[ax] = unsigned(s.block.get(ax));
         grid[ax] = unsigned((s.threads.get(ax) + s.block.get(ax) - 1) / s.block.get(ax));
       }
-      ck(api.cuLaunchKernel(fn.at(s.kernel), grid[0], grid[1], grid[2], block[0], block[1],
-                            block[2], 0, gpu.stream(), p.data(), nullptr),
-         "cuLaunchKernel");
+      GRIDSPAN_CHECK_CU(api.cuLaunchKernel(fn.at(s.kernel), grid[0], grid[1], grid[2], block[0],
+                                           block[1], block[2], 0, gpu.stream(), p.data(), nullptr),
+                        kBaseline);
     }
   };
   run_once();
-  ck(api.cuStreamSynchronize(gpu.stream()), "warm-up");
+  GRIDSPAN_CHECK_CU(api.cuStreamSynchronize(gpu.stream()), kBaseline);
   Timing t;
   for (int r = 0; r < runs; ++r) {
     auto t0 = Clock::now();
     run_once();
-    ck(api.cuStreamSynchronize(gpu.stream()), "a run");
+    GRIDSPAN_CHECK_CU(api.cuStreamSynchronize(gpu.stream()), kBaseline);
     t.runs.push_back(seconds(t0, Clock::now()));
   }
   t.output.resize(info.at(spec.output)->bytes());
-  ck(api.cuMemcpyDtoHAsync(t.output.data(), ptr.at(spec.output), t.output.size(), gpu.stream()),
-     "cuMemcpyDtoH");
-  ck(api.cuStreamSynchronize(gpu.stream()), "cuStreamSynchronize");
+  GRIDSPAN_CHECK_CU(
+      api.cuMemcpyDtoHAsync(t.output.data(), ptr.at(spec.output), t.output.size(), gpu.stream()),
+      kBaseline);
+  GRIDSPAN_CHECK_CU(api.cuStreamSynchronize(gpu.stream()), kBaseline);
   return t;
 }
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "backend/cuda/cuda.hpp"
+#include "backend/cuda/loader.hpp"
 #include "backend/kernel_support.hpp"
 #include "gridspan/core/error.hpp"
 
@@ -16,6 +17,29 @@ namespace {
 
 using backend::KernelSource;
 namespace cuda = backend::cuda;
+
+// Every CUDA check goes through one funnel: the message names the call as written, the
+// device, CUDA's error (its name where a driver is loaded, its number otherwise) and the
+// call's file and line.
+TEST(CudaCheck, AFailedCallNamesItselfItsPlaceAndTheError) {
+  const CUresult invalid = CUDA_ERROR_INVALID_VALUE;
+  const int line = __LINE__ + 2;
+  try {
+    GRIDSPAN_CHECK_CU(invalid, "cuda:7 (test)");
+    ADD_FAILURE() << "no error";
+  } catch (const DeviceError& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind("invalid failed on cuda:7 (test): ", 0), 0u) << m;
+    EXPECT_TRUE(m.find("CUDA_ERROR_INVALID_VALUE") != std::string::npos ||
+                m.find("CUDA error 1:") != std::string::npos)
+        << m;
+    EXPECT_NE(m.find("cuda_compile_test.cpp:" + std::to_string(line) + ")"), std::string::npos)
+        << m;
+  }
+  EXPECT_NO_THROW(GRIDSPAN_CHECK_CU(CUDA_SUCCESS, "cuda:7 (test)"));
+  const cuda::CuCall ok = GRIDSPAN_CU(CUDA_SUCCESS);
+  EXPECT_TRUE(ok.ok());
+}
 
 // A cubin is an ELF file.
 bool is_elf(const std::string& image) {

@@ -30,20 +30,17 @@ class CudaKernel final : public CompiledKernel {
   ~CudaKernel() override {
     for (std::size_t d = 0; d < devices_.size(); ++d) {
       if (!modules_[d]) continue;
-      devices_[d]->bind();
-      api_.cuModuleUnload(modules_[d]);
+      devices_[d]->bind();  // a module goes in the context it was loaded in
+      modules_[d].reset();
     }
   }
 
   void load(std::size_t d, const std::string& cubin) {
     CudaDevice& dev = *devices_[d];
     dev.bind();
-    check(api_.cuModuleLoadData(&modules_[d], cubin.data()),
-          fmt::format("loading kernel `{}`", name_).c_str(), dev.name());
-    check(api_.cuModuleGetFunction(&functions_[d], modules_[d], GRIDSPAN_CUDA_ENTRY_NAME),
-          "cuModuleGetFunction", dev.name());
-    check(api_.cuModuleGetFunction(&loop_functions_[d], modules_[d], GRIDSPAN_CUDA_LOOP_ENTRY_NAME),
-          "cuModuleGetFunction", dev.name());
+    modules_[d] = Module(api_, cubin, fmt::format("kernel `{}`", name_), dev.name());
+    functions_[d] = modules_[d].function(GRIDSPAN_CUDA_ENTRY_NAME, dev.name());
+    loop_functions_[d] = modules_[d].function(GRIDSPAN_CUDA_LOOP_ENTRY_NAME, dev.name());
     int a = 0, b = 0;
     api_.cuFuncGetAttribute(&a, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, functions_[d]);
     api_.cuFuncGetAttribute(&b, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, loop_functions_[d]);
@@ -94,7 +91,7 @@ class CudaKernel final : public CompiledKernel {
   const DriverApi& api_;
   std::string name_;
   std::vector<CudaDevice*> devices_;
-  std::vector<CUmodule> modules_;
+  std::vector<Module> modules_;
   std::vector<CUfunction> functions_, loop_functions_;
   std::vector<int> max_threads_;
 };

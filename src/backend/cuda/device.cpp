@@ -89,7 +89,7 @@ CudaDevice::CudaDevice(const DriverApi& api, int index, int ordinal, std::size_t
                        int streams)
     : api_(api), id_(g_next_id.fetch_add(1)), index_(index), ordinal_(ordinal) {
   const std::string where = fmt::format("GPU {}", ordinal);
-  check(api_.cuDeviceGet(&device_, ordinal), "cuDeviceGet", where);
+  GRIDSPAN_CHECK_CU(api_.cuDeviceGet(&device_, ordinal), where);
   char name[256] = {};
   api_.cuDeviceGetName(name, sizeof name - 1, device_);
   name_ = fmt::format("cuda:{} ({})", index, name);
@@ -101,10 +101,10 @@ CudaDevice::CudaDevice(const DriverApi& api, int index, int ordinal, std::size_t
   api_.cuDeviceGetAttribute(&unified, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, device_);
   if (!unified)
     throw ConfigError(fmt::format("{} has no unified addressing, which gridspan needs", name_));
-  check(api_.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain", name_);
+  GRIDSPAN_CHECK_CU(api_.cuDevicePrimaryCtxRetain(&context_, device_), name_);
   bind();
   std::size_t free = 0, total = 0;
-  check(api_.cuMemGetInfo(&free, &total), "cuMemGetInfo", name_);
+  GRIDSPAN_CHECK_CU(api_.cuMemGetInfo(&free, &total), name_);
   // The driver, modules, kernels' local memory and libraries such as cuBLAS need some room.
   const std::size_t reserve = (std::size_t(1) << 30) + total / 64;
   capacity_ = free > reserve ? free - reserve : free / 2;
@@ -112,11 +112,11 @@ CudaDevice::CudaDevice(const DriverApi& api, int index, int ordinal, std::size_t
   // The compute lanes, then one per direction for transfers (submit_on).
   for (int s = 0; s < std::max(1, streams) + 2; ++s) {
     auto lane = std::make_unique<Lane>();
-    check(api_.cuStreamCreate(&lane->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate", name_);
+    lane->stream = Stream(api_, name_);
     lanes_.push_back(std::move(lane));
   }
-  check(api_.cuStreamCreate(&to_host_, CU_STREAM_NON_BLOCKING), "cuStreamCreate", name_);
-  check(api_.cuStreamCreate(&from_host_, CU_STREAM_NON_BLOCKING), "cuStreamCreate", name_);
+  to_host_ = Stream(api_, name_);
+  from_host_ = Stream(api_, name_);
   for (auto& lane : lanes_) {
     Lane* l = lane.get();
     l->thread = std::thread([this, l] { completion_loop(*l); });
@@ -132,13 +132,13 @@ CudaDevice::~CudaDevice() {
     lane->cv.notify_all();
     lane->thread.join();
   }
-  bind();
-  for (auto& lane : lanes_) api_.cuStreamDestroy(lane->stream);
-  api_.cuStreamDestroy(to_host_);
-  api_.cuStreamDestroy(from_host_);
-  for (CUevent e : events_) api_.cuEventDestroy(e);
+  bind();  // the handles go in this device's context, before it is released
+  for (auto& lane : lanes_) lane->stream.reset();
+  to_host_.reset();
+  from_host_.reset();
+  events_.clear();
   for (auto& [key, o] : opened_) api_.cuIpcCloseMemHandle(o.base);
-  if (builtins_) api_.cuModuleUnload(builtins_);
+  builtins_.reset();
   // This thread should not keep a context that may be gone once released.
   api_.cuCtxSetCurrent(nullptr);
   t_bound = 0;
@@ -147,15 +147,15 @@ CudaDevice::~CudaDevice() {
 
 void CudaDevice::bind() const {
   if (t_bound == id_) return;
-  check(api_.cuCtxSetCurrent(context_), "cuCtxSetCurrent", name_);
+  GRIDSPAN_CHECK_CU(api_.cuCtxSetCurrent(context_), name_);
   t_bound = id_;
 }
 
 void* CudaDevice::allocate(std::size_t bytes) {
   bind();
   CUdeviceptr p = 0;
-  CUresult r = api_.cuMemAlloc(&p, std::max<std::size_t>(bytes, 1));
-  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+  const CuCall r = GRIDSPAN_CU(api_.cuMemAlloc(&p, std::max<std::size_t>(bytes, 1)));
+  if (r.result == CUDA_ERROR_OUT_OF_MEMORY) {
     std::size_t free = 0, total = 0;
     api_.cuMemGetInfo(&free, &total);
     throw OutOfMemoryError(name_, bytes, allocated_.load(), capacity_,
@@ -163,7 +163,7 @@ void* CudaDevice::allocate(std::size_t bytes) {
                                        "or free GPU memory held outside gridspan",
                                        format_bytes(free), format_bytes(total)));
   }
-  check(r, "cuMemAlloc", name_);
+  r.check(name_);
   allocated_ += bytes;
   return reinterpret_cast<void*>(p);
 }
@@ -179,12 +179,12 @@ void CudaDevice::deallocate(void* p, std::size_t bytes) {
 void* CudaDevice::allocate_host(std::size_t bytes) {
   bind();
   void* p = nullptr;
-  CUresult r = api_.cuMemHostAlloc(&p, std::max<std::size_t>(bytes, 1),
-                                   CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
-  if (r == CUDA_ERROR_OUT_OF_MEMORY)
+  const CuCall r = GRIDSPAN_CU(api_.cuMemHostAlloc(
+      &p, std::max<std::size_t>(bytes, 1), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+  if (r.result == CUDA_ERROR_OUT_OF_MEMORY)
     throw OutOfMemoryError("pinned host memory", bytes, 0, 0,
                            "lower GRIDSPAN_HOST_MEMORY or free host memory");
-  check(r, "cuMemHostAlloc", name_);
+  r.check(name_);
   return p;
 }
 
@@ -195,56 +195,48 @@ void CudaDevice::deallocate_host(void* p, std::size_t) {
   if (r != CUDA_SUCCESS) log::warn("cuMemFreeHost failed on {}: {}", name_, describe(r));
 }
 
-CUevent CudaDevice::take_event() {
+Event CudaDevice::take_event() {
   {
     std::lock_guard lock(events_mutex_);
     if (!events_.empty()) {
-      CUevent e = events_.back();
+      Event e = std::move(events_.back());
       events_.pop_back();
       return e;
     }
   }
   bind();
-  CUevent e = nullptr;
-  check(api_.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate", name_);
-  return e;
+  return Event(api_, name_);
 }
 
-void CudaDevice::give_event(CUevent e) {
+void CudaDevice::give_event(Event e) {
   std::lock_guard lock(events_mutex_);
-  events_.push_back(e);
+  events_.push_back(std::move(e));
 }
 
-void CudaDevice::blocking_copy(CUstream stream, const std::function<CUresult()>& queue_copy,
-                               const char* what) {
+void CudaDevice::blocking_copy(CUstream stream, const std::function<CuCall()>& queue_copy) {
   bind();
-  check(queue_copy(), what, name_);
-  CUevent e = take_event();
-  CUresult r = api_.cuEventRecord(e, stream);
-  if (r == CUDA_SUCCESS) r = api_.cuEventSynchronize(e);
-  give_event(e);
-  check(r, what, name_);
+  queue_copy().check(name_);
+  Event e = take_event();
+  CuCall r = GRIDSPAN_CU(api_.cuEventRecord(e, stream));
+  if (r.ok()) r = GRIDSPAN_CU(api_.cuEventSynchronize(e));
+  give_event(std::move(e));
+  r.check(name_);
 }
 
 void CudaDevice::copy_to_host(void* host, const void* device, std::size_t bytes) {
   if (!bytes) return;
-  blocking_copy(
-      to_host_,
-      [&] {
-        return api_.cuMemcpyDtoHAsync(host, reinterpret_cast<CUdeviceptr>(device), bytes, to_host_);
-      },
-      "copying to the host");
+  blocking_copy(to_host_, [&] {
+    return GRIDSPAN_CU(
+        api_.cuMemcpyDtoHAsync(host, reinterpret_cast<CUdeviceptr>(device), bytes, to_host_));
+  });
 }
 
 void CudaDevice::copy_from_host(void* device, const void* host, std::size_t bytes) {
   if (!bytes) return;
-  blocking_copy(
-      from_host_,
-      [&] {
-        return api_.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(device), host, bytes,
-                                      from_host_);
-      },
-      "copying from the host");
+  blocking_copy(from_host_, [&] {
+    return GRIDSPAN_CU(
+        api_.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(device), host, bytes, from_host_));
+  });
 }
 
 Device::Ticket CudaDevice::submit(std::function<void()> work,
@@ -266,7 +258,7 @@ Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
                    : *lanes_[next_lane_.fetch_add(1, std::memory_order_relaxed) % compute];
   LaunchLabel label;
   std::exception_ptr error;
-  CUevent event = nullptr;
+  Event event;
   Ticket ticket = 0;
   {
     std::lock_guard lock(lane.submit_mutex);
@@ -280,7 +272,7 @@ Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
         std::lock_guard tickets(tickets_mutex_);
         for (Ticket t : after)
           if (auto it = in_flight_.find(t); it != in_flight_.end())
-            check(api_.cuStreamWaitEvent(lane.stream, it->second, 0), "cuStreamWaitEvent", name_);
+            GRIDSPAN_CHECK_CU(api_.cuStreamWaitEvent(lane.stream, it->second, 0), name_);
       }
       work();
     } catch (...) {
@@ -291,19 +283,20 @@ Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
     // memory is released.
     try {
       event = take_event();
-      check(api_.cuEventRecord(event, lane.stream), "cuEventRecord", name_);
+      GRIDSPAN_CHECK_CU(api_.cuEventRecord(event, lane.stream), name_);
       std::lock_guard tickets(tickets_mutex_);
       ticket = ++last_ticket_;
-      in_flight_.emplace(ticket, event);
+      in_flight_.emplace(ticket, event.get());
     } catch (...) {
-      if (event) give_event(event);
-      event = nullptr;
+      if (event) give_event(std::move(event));
+      event = Event();
       if (!error) error = std::current_exception();
     }
   }
   {
     std::lock_guard lock(lane.mutex);
-    lane.queue.push_back(Pending{event, ticket, std::move(done), error, std::move(label)});
+    lane.queue.push_back(
+        Pending{std::move(event), ticket, std::move(done), error, std::move(label)});
   }
   lane.cv.notify_one();
   return ticket;
@@ -326,7 +319,7 @@ void CudaDevice::completion_loop(Lane& lane) {
         std::lock_guard tickets(tickets_mutex_);
         in_flight_.erase(p.ticket);
       }
-      give_event(p.event);
+      give_event(std::move(p.event));
       if (r != CUDA_SUCCESS && !p.error) {
         p.error = std::make_exception_ptr(DeviceError(fmt::format(
             "{} reported {} while running {} (or work queued beside it). The GPU's context "
@@ -379,12 +372,8 @@ bool CudaDevice::enable_peer(const CudaDevice& other) {
 
 void CudaDevice::load_builtins(const std::string& cubin) {
   bind();
-  check(api_.cuModuleLoadData(&builtins_, cubin.data()), "loading the built-in kernels", name_);
-  auto get = [&](const std::string& name) {
-    CUfunction f = nullptr;
-    check(api_.cuModuleGetFunction(&f, builtins_, name.c_str()), name.c_str(), name_);
-    return f;
-  };
+  builtins_ = Module(api_, cubin, "the built-in kernels", name_);
+  auto get = [&](const std::string& name) { return builtins_.function(name.c_str(), name_); };
   for (int k = 0; k < 5; ++k) {
     copy_[k] = get(fmt::format("gs_copy_{}", 1 << k));
     fill_[k] = get(fmt::format("gs_fill_{}", 1 << k));
@@ -432,15 +421,14 @@ void CudaDevice::copy_box(void* dst, CUmemorytype dst_type, const Rect& dst_rect
   auto* s = static_cast<const unsigned char*>(src) + b.src_offset * int64_t(elem);
   if (contiguous(b, b.dst_stride) && contiguous(b, b.src_stride)) {
     const std::size_t bytes = std::size_t(volume(b)) * elem;
-    CUresult r;
+    const auto dd = reinterpret_cast<CUdeviceptr>(d);
+    const auto sd = reinterpret_cast<CUdeviceptr>(s);
     if (src_type == CU_MEMORYTYPE_HOST)
-      r = api_.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(d), s, bytes, stream);
+      GRIDSPAN_CHECK_CU(api_.cuMemcpyHtoDAsync(dd, s, bytes, stream), name_);
     else if (dst_type == CU_MEMORYTYPE_HOST)
-      r = api_.cuMemcpyDtoHAsync(d, reinterpret_cast<CUdeviceptr>(s), bytes, stream);
+      GRIDSPAN_CHECK_CU(api_.cuMemcpyDtoHAsync(d, sd, bytes, stream), name_);
     else
-      r = api_.cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(d), reinterpret_cast<CUdeviceptr>(s),
-                             bytes, stream);
-    check(r, "a copy", name_);
+      GRIDSPAN_CHECK_CU(api_.cuMemcpyAsync(dd, sd, bytes, stream), name_);
     return;
   }
   CUDA_MEMCPY3D m;
@@ -465,7 +453,7 @@ void CudaDevice::copy_box(void* dst, CUmemorytype dst_type, const Rect& dst_rect
   m.WidthInBytes = std::size_t(b.extent[2]) * elem;
   m.Height = std::size_t(b.extent[1]);
   m.Depth = std::size_t(b.extent[0]);
-  check(api_.cuMemcpy3DAsync(&m, stream), "a box copy (cuMemcpy3DAsync)", name_);
+  GRIDSPAN_CHECK_CU(api_.cuMemcpy3DAsync(&m, stream), name_);
 }
 
 void CudaDevice::copy(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
@@ -485,8 +473,8 @@ void CudaDevice::copy(void* dst, const Rect& dst_rect, const void* src, const Re
     const int64_t n = volume(b);
     const unsigned grid[3] = {unsigned(std::min<int64_t>((n + 255) / 256, 65535)), 1, 1};
     const unsigned block[3] = {256, 1, 1};
-    CUresult r = api_.cuLaunchKernel(f, grid[0], 1, 1, block[0], 1, 1, 0, s, params, nullptr);
-    check(r, "a box copy", name_);
+    GRIDSPAN_CHECK_CU(api_.cuLaunchKernel(f, grid[0], 1, 1, block[0], 1, 1, 0, s, params, nullptr),
+                      name_);
     return;
   }
   copy_box(dst, CU_MEMORYTYPE_UNIFIED, dst_rect, src, CU_MEMORYTYPE_UNIFIED, src_rect, region, elem,
@@ -515,7 +503,7 @@ void CudaDevice::fill(void* dst, const Rect& dst_rect, const Rect& region, const
     zero = zero && !static_cast<const unsigned char*>(value)[i];
   if (zero && contiguous(b, b.dst_stride)) {
     auto p = reinterpret_cast<CUdeviceptr>(static_cast<unsigned char*>(dst) + b.dst_offset * elem);
-    check(api_.cuMemsetD8Async(p, 0, std::size_t(volume(b)) * elem, s), "cuMemsetD8Async", name_);
+    GRIDSPAN_CHECK_CU(api_.cuMemsetD8Async(p, 0, std::size_t(volume(b)) * elem, s), name_);
     return;
   }
   CUfunction f = sized_builtin(fill_, elem, "a fill");
@@ -525,9 +513,8 @@ void CudaDevice::fill(void* dst, const Rect& dst_rect, const Rect& region, const
   void* p = dst;
   void* params[] = {&p, &box, v};
   const int64_t n = volume(b);
-  CUresult r = api_.cuLaunchKernel(f, unsigned(std::min<int64_t>((n + 255) / 256, 65535)), 1, 1,
-                                   256, 1, 1, 0, s, params, nullptr);
-  check(r, "a fill", name_);
+  const unsigned grid = unsigned(std::min<int64_t>((n + 255) / 256, 65535));
+  GRIDSPAN_CHECK_CU(api_.cuLaunchKernel(f, grid, 1, 1, 256, 1, 1, 0, s, params, nullptr), name_);
 }
 
 void CudaDevice::combine(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
@@ -544,10 +531,10 @@ void CudaDevice::combine(void* dst, const Rect& dst_rect, const void* src, const
                                reinterpret_cast<CUdeviceptr>(src));
     if (ordinal != ordinal_) {
       const std::size_t bytes = std::size_t(src_rect.volume()) * elem;
-      check(api_.cuStreamSynchronize(s), "cuStreamSynchronize", name_);
-      check(api_.cuMemAlloc(&staged, bytes), "cuMemAlloc", name_);
-      check(api_.cuMemcpyAsync(staged, reinterpret_cast<CUdeviceptr>(src), bytes, s),
-            "cuMemcpyAsync", name_);
+      GRIDSPAN_CHECK_CU(api_.cuStreamSynchronize(s), name_);
+      GRIDSPAN_CHECK_CU(api_.cuMemAlloc(&staged, bytes), name_);
+      GRIDSPAN_CHECK_CU(api_.cuMemcpyAsync(staged, reinterpret_cast<CUdeviceptr>(src), bytes, s),
+                        name_);
       src = reinterpret_cast<const void*>(staged);
     }
   }
@@ -557,14 +544,14 @@ void CudaDevice::combine(void* dst, const Rect& dst_rect, const void* src, const
   const void* sp = src;
   void* params[] = {&dp, &sp, &box};
   const int64_t n = volume(box);
-  CUresult r = api_.cuLaunchKernel(f, unsigned(std::min<int64_t>((n + 255) / 256, 65535)), 1, 1,
-                                   256, 1, 1, 0, s, params, nullptr);
+  const unsigned grid = unsigned(std::min<int64_t>((n + 255) / 256, 65535));
+  CuCall r = GRIDSPAN_CU(api_.cuLaunchKernel(f, grid, 1, 1, 256, 1, 1, 0, s, params, nullptr));
   if (staged) {
-    CUresult w = api_.cuStreamSynchronize(s);
+    const CuCall w = GRIDSPAN_CU(api_.cuStreamSynchronize(s));
     api_.cuMemFree(staged);
-    if (r == CUDA_SUCCESS) r = w;
+    if (r.ok()) r = w;
   }
-  check(r, "a reduction", name_);
+  r.check(name_);
 }
 
 // Another process of this node copies from a GPU's memory through CUDA IPC: the handle of

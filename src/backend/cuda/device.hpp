@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cuda/handles.hpp"
 #include "backend/cuda/loader.hpp"
 #include "backend/device.hpp"
 
@@ -80,14 +81,14 @@ class CudaDevice final : public Device {
 
  private:
   struct Pending {
-    CUevent event;
+    Event event;
     Ticket ticket;
     std::function<void(std::exception_ptr)> done;
     std::exception_ptr error;
     LaunchLabel label;
   };
   struct Lane {
-    CUstream stream = nullptr;
+    Stream stream;
     std::mutex submit_mutex;  // one work queues at a time, so labels and events pair up
     std::mutex mutex;
     std::condition_variable cv;
@@ -96,14 +97,13 @@ class CudaDevice final : public Device {
     std::thread thread;
   };
   void completion_loop(Lane& lane);
-  CUevent take_event();
-  void give_event(CUevent e);
+  Event take_event();
+  void give_event(Event e);
   CUstream current_stream(const char* what) const;
   void copy_box(void* dst, CUmemorytype dst_type, const Rect& dst_rect, const void* src,
                 CUmemorytype src_type, const Rect& src_rect, const Rect& region,
                 std::size_t elem_size, CUstream stream);
-  void blocking_copy(CUstream stream, const std::function<CUresult()>& queue_copy,
-                     const char* what);
+  void blocking_copy(CUstream stream, const std::function<CuCall()>& queue_copy);
   /// A built-in kernel looked up at load: gs_copy_<bytes>, gs_fill_<bytes>, or the combine
   /// of `dtype` with `op`; throws when there is none (a bitwise op on floats).
   CUfunction sized_builtin(const CUfunction (&table)[5], std::size_t elem, const char* what) const;
@@ -119,15 +119,15 @@ class CudaDevice final : public Device {
   int arch_ = 0;
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::atomic<unsigned> next_lane_{0};
-  CUstream to_host_ = nullptr, from_host_ = nullptr;
+  Stream to_host_, from_host_;
   std::mutex events_mutex_;
-  std::vector<CUevent> events_;
+  std::vector<Event> events_;  // finished works' events, for the next
   // The events of submitted works that have not finished, by ticket: a later work's stream
   // waits on them. An event leaves here before it is recycled, under the same mutex.
   std::mutex tickets_mutex_;
   std::unordered_map<Ticket, CUevent> in_flight_;
   Ticket last_ticket_ = 0;
-  CUmodule builtins_ = nullptr;
+  Module builtins_;
   CUfunction copy_[5] = {}, fill_[5] = {};  // by element size 1, 2, 4, 8, 16
   std::map<std::pair<DType, annotation::ReduceOp>, CUfunction> combine_;
   std::atomic<std::size_t> allocated_{0};

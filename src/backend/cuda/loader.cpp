@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -133,9 +134,17 @@ std::string describe(CUresult r) {
                      text ? text : "no description");
 }
 
-void check(CUresult r, const char* what, const std::string& where) {
-  if (r == CUDA_SUCCESS) return;
-  throw DeviceError(fmt::format("{} failed on {}: {}", what, where, describe(r)));
+std::string CuCall::message(const std::string& where) const {
+  std::string call = text;
+  for (const char* prefix : {"api_.", "api.", "api->", "api_->"})
+    if (call.rfind(prefix, 0) == 0) call = call.substr(std::strlen(prefix));
+  std::string at = file;
+  if (const auto src = at.rfind("/src/"); src != std::string::npos) at = at.substr(src + 5);
+  return fmt::format("{} failed on {}: {} ({}:{})", call, where, describe(result), at, line);
+}
+
+void CuCall::check(const std::string& where) const {
+  if (!ok()) throw DeviceError(message(where));
 }
 
 }  // namespace gridspan::backend::cuda

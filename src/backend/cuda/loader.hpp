@@ -86,7 +86,26 @@ const NvrtcApi* nvrtc(std::string& why);
 
 /// "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered".
 std::string describe(CUresult r);
-/// Throws DeviceError "<what> failed on <where>: <describe(r)>" unless r is CUDA_SUCCESS.
-void check(CUresult r, const char* what, const std::string& where);
+
+/// One driver call's result and where it was made, the one funnel for CUDA errors (Realm's
+/// CHECK_CU): `GRIDSPAN_CU(api_.cuStreamCreate(&s, 0))` records the call as written, its
+/// file and line; `check(where)` throws a DeviceError naming them, the device and CUDA's
+/// error name and text unless the call succeeded.
+///   GRIDSPAN_CHECK_CU(api_.cuMemAlloc(&p, bytes), name_);
+struct CuCall {
+  CUresult result;
+  const char* text;  // the call as written
+  const char* file;
+  int line;
+  bool ok() const { return result == CUDA_SUCCESS; }
+  /// "cuMemAlloc(&p, bytes) failed on cuda:0 (...): CUDA_ERROR_...: ... (backend/cuda/x.cpp:12)"
+  std::string message(const std::string& where) const;
+  void check(const std::string& where) const;
+};
 
 }  // namespace gridspan::backend::cuda
+
+#define GRIDSPAN_CU(call) (::gridspan::backend::cuda::CuCall{(call), #call, __FILE__, __LINE__})
+#define GRIDSPAN_CHECK_CU(call, where) GRIDSPAN_CU(call).check(where)
+
+namespace gridspan::backend::cuda {}  // namespace gridspan::backend::cuda
