@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gridspan/gridspan.hpp"
+#include "support/devices.hpp"
 #include "support/random.hpp"
 
 namespace gridspan {
@@ -26,7 +27,7 @@ struct Env {
 
 gs::Config quiet(int devices) {
   gs::Config c;
-  c.cpu_devices = devices;
+  test::use_devices(c, devices);
   c.cpu_threads = 1;
   c.log_level = LogLevel::error;
   return c;

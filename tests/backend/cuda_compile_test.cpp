@@ -18,6 +18,11 @@ namespace {
 using backend::KernelSource;
 namespace cuda = backend::cuda;
 
+// What a driver entry point that cuda.h renames looks like (cuMemAlloc is cuMemAlloc_v2).
+CUresult gs_test_renamed_v2(const cuda::CuCall& c) {
+  return c.result;
+}
+
 // Every CUDA check goes through one funnel: the message names the call as written, the
 // device, CUDA's error (its name where a driver is loaded, its number otherwise) and the
 // call's file and line.
@@ -37,6 +42,16 @@ TEST(CudaCheck, AFailedCallNamesItselfItsPlaceAndTheError) {
         << m;
   }
   EXPECT_NO_THROW(GRIDSPAN_CHECK_CU(CUDA_SUCCESS, "cuda:7 (test)"));
+  // The call as written, not as cuda.h's macros make it (cuMemAlloc is cuMemAlloc_v2).
+  try {
+    const cuda::CuCall failed{CUDA_ERROR_INVALID_VALUE, "x", __FILE__, __LINE__};
+#define gs_test_renamed gs_test_renamed_v2
+    GRIDSPAN_CHECK_CU(gs_test_renamed(failed), "cuda:7 (test)");
+#undef gs_test_renamed
+    ADD_FAILURE() << "no error";
+  } catch (const DeviceError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("gs_test_renamed(failed) failed", 0), 0u) << e.what();
+  }
   const cuda::CuCall ok = GRIDSPAN_CU(CUDA_SUCCESS);
   EXPECT_TRUE(ok.ok());
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gridspan/gridspan.hpp"
+#include "support/devices.hpp"
 #include "support/random.hpp"
 
 namespace gridspan::test {
@@ -16,8 +17,7 @@ namespace gs = gridspan;
 
 inline gs::Config config(int devices, std::size_t device_memory = 0, std::size_t host_memory = 0) {
   gs::Config c = gs::Config::from_env();
-  c.cpu_devices = devices;
-  c.gpus = devices;  // on the cuda backend (GRIDSPAN_BACKEND=cuda), at most this many GPUs
+  use_devices(c, devices);
   c.cpu_threads = 1;
   if (device_memory) c.device_memory = device_memory;
   if (host_memory) c.host_memory = host_memory;

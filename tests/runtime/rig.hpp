@@ -13,6 +13,7 @@
 #include "gridspan/core/error.hpp"
 #include "plan/planner.hpp"
 #include "runtime/worker.hpp"
+#include "support/devices.hpp"
 #include "support/random.hpp"
 
 namespace gridspan::runtime {
@@ -34,8 +35,7 @@ struct Rig {
       const Wrap& wrap = {}) {
     Config c = Config::from_env();
     if (!backend_name.empty()) c.backend = backend_name;
-    c.cpu_devices = devices;
-    c.gpus = devices;
+    test::use_devices(c, devices);
     c.cpu_threads = 2;
     // Quiet unless GRIDSPAN_LOG asks for more (a failing test run again with info).
     if (!std::getenv("GRIDSPAN_LOG")) c.log_level = LogLevel::error;

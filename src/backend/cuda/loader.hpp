@@ -106,6 +106,9 @@ struct CuCall {
 }  // namespace gridspan::backend::cuda
 
 #define GRIDSPAN_CU(call) (::gridspan::backend::cuda::CuCall{(call), #call, __FILE__, __LINE__})
-#define GRIDSPAN_CHECK_CU(call, where) GRIDSPAN_CU(call).check(where)
+// Stringized here, not through GRIDSPAN_CU: an argument passed on is macro-expanded first
+// (cuda.h maps cuMemAlloc to cuMemAlloc_v2), and the message should show the call as written.
+#define GRIDSPAN_CHECK_CU(call, where) \
+  (::gridspan::backend::cuda::CuCall{(call), #call, __FILE__, __LINE__}.check(where))
 
 namespace gridspan::backend::cuda {}  // namespace gridspan::backend::cuda

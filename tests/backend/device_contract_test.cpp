@@ -1,0 +1,189 @@
+// The Device contract, written once and run on every backend present (Kokkos's category
+// files): region operations against the host's own box operations, the order of dependent
+// works across an asynchronous device's lanes, and faults (a failing work reports its error
+// and the device stays usable). Backends: cpu, cpu devices that behave as GPUs (work queued on
+// lanes and reported later, device memory apart from host memory), and cuda on a machine
+// with a GPU (skipped elsewhere, saying so).
+#include <gtest/gtest.h>
+
+#include <future>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backend/device.hpp"
+#include "backend/regions.hpp"
+#include "gridspan/core/error.hpp"
+#include "support/devices.hpp"
+#include "support/random.hpp"
+
+namespace gridspan::test {
+namespace {
+
+using backend::Device;
+
+struct Contract : testing::TestWithParam<std::string> {
+  std::unique_ptr<backend::Backend> backend;
+  Device* dev = nullptr;
+
+  void SetUp() override {
+    Config c;
+    c.log_level = LogLevel::error;
+    c.cpu_devices = 1;
+    c.gpus = 1;
+    c.cpu_threads = 2;
+    c.backend = GetParam() == "cuda" ? "cuda" : "cpu";
+    c.cpu_async = GetParam() == "cpu_async";
+    if (GetParam() == "cuda" && gpus_present() == 0)
+      GTEST_SKIP() << "no GPU here: the cuda backend's contract runs on a GPU machine "
+                      "(scripts/gpu-check.sh)";
+    backend = backend::make_backend(c);
+    dev = backend->devices().at(0);
+  }
+
+  // Runs `work` as submitted work and waits for its report; rethrows its error.
+  void run(const std::function<void()>& work) {
+    std::promise<std::exception_ptr> done;
+    dev->submit(work, [&](std::exception_ptr e) { done.set_value(e); }, {});
+    if (auto e = done.get_future().get()) std::rethrow_exception(e);
+  }
+
+  // Device memory holding `values`, and back.
+  void* upload_all(const std::vector<int>& values) {
+    void* p = dev->allocate(values.size() * 4);
+    dev->copy_from_host(p, values.data(), values.size() * 4);
+    return p;
+  }
+  std::vector<int> download_all(const void* p, std::size_t n) {
+    std::vector<int> out(n, poison<int>());
+    dev->copy_to_host(out.data(), p, n * 4);
+    return out;
+  }
+};
+
+// A random box inside `outer` (never empty).
+Rect random_box(const Rect& outer, std::mt19937_64& g) {
+  Rect r = outer;
+  for (int a = 0; a < outer.rank; ++a) {
+    const int64_t n = outer.extent(a);
+    const int64_t lo = outer.lo[a] + static_cast<int64_t>(g() % n);
+    r.lo[a] = lo;
+    r.hi[a] = lo + 1 + static_cast<int64_t>(g() % (outer.hi[a] - lo));
+  }
+  return r;
+}
+
+// Upload, copy between chunks with different boxes, fill, combine and download of random
+// 3-d regions give what the host's box operations give.
+TEST_P(Contract, RegionOperationsMatchTheHost) {
+  auto g = rng(91);
+  for (int round = 0; round < 12; ++round) {
+    const Rect a_box(3, {0, 0, 0}, {6, 7, 9}), b_box(3, {2, 1, 3}, {9, 8, 12});
+    const Rect common = a_box.intersect(b_box);
+    const std::size_t na = a_box.volume(), nb = b_box.volume();
+    std::vector<int> a = random_vector<int>(na, g), b = random_vector<int>(nb, g);
+    std::vector<int> host = random_vector<int>(nb, g);
+    void* da = upload_all(a);
+    void* db = upload_all(b);
+    const Rect up = random_box(b_box, g), cp = random_box(common, g), fl = random_box(a_box, g);
+    const int value = static_cast<int>(g() % 1000) - 500;
+    run([&] {
+      dev->upload(db, b_box, host.data(), b_box, up, 4);
+      dev->copy(da, a_box, db, b_box, cp, 4);
+      dev->fill(da, a_box, fl, &value, 4);
+      dev->combine(db, b_box, da, a_box, annotation::ReduceOp::add, DType::i32);
+    });
+    // The same on the host.
+    backend::copy_region(b.data(), b_box, host.data(), b_box, up, 4);
+    backend::copy_region(a.data(), a_box, b.data(), b_box, cp, 4);
+    backend::fill_region(a.data(), a_box, fl, &value, 4);
+    backend::combine_region(b.data(), b_box, a.data(), a_box, annotation::ReduceOp::add,
+                            DType::i32);
+    EXPECT_EQ(download_all(da, na), a) << "round " << round;
+    std::vector<int> region(cp.volume(), poison<int>());
+    run([&] { dev->download(region.data(), cp, db, b_box, cp, 4); });
+    std::vector<int> want(cp.volume());
+    backend::copy_region(want.data(), cp, b.data(), b_box, cp, 4);
+    EXPECT_EQ(region, want) << "round " << round;
+    EXPECT_EQ(download_all(db, nb), b) << "round " << round;
+    dev->deallocate(da, na * 4);
+    dev->deallocate(db, nb * 4);
+  }
+}
+
+// Works that each depend on the one before (its ticket) run in that order on an
+// asynchronous device, whichever lane each goes to, without the host waiting between them:
+// x = 3x + k is not commutative.
+TEST_P(Contract, DependentWorksRunInOrderAcrossLanes) {
+  const int n = 64, works = 24;
+  auto g = rng(92);
+  std::vector<int> x0 = random_vector<int>(n, g);
+  void* x = upload_all(x0);
+  std::vector<void*> adds;
+  for (int k = 1; k <= works; ++k) adds.push_back(upload_all(std::vector<int>(n, k)));
+  void* threes = upload_all(std::vector<int>(n, 3));
+  const Rect box(1, {0, 0, 0}, {n, 1, 1});
+  std::vector<std::promise<std::exception_ptr>> done(works);
+  std::vector<std::future<std::exception_ptr>> reports;
+  for (auto& d : done) reports.push_back(d.get_future());
+  Device::Ticket last = 0;
+  for (int k = 0; k < works; ++k) {
+    std::vector<Device::Ticket> after;
+    if (dev->asynchronous() && last) after.push_back(last);
+    last = dev->submit(
+        [&, k] {
+          dev->combine(x, box, threes, box, annotation::ReduceOp::mul, DType::i32);
+          dev->combine(x, box, adds[k], box, annotation::ReduceOp::add, DType::i32);
+        },
+        [&, k](std::exception_ptr e) { done[k].set_value(e); }, after);
+    // A synchronous device orders nothing itself: the worker waits for each dependency.
+    if (!dev->asynchronous()) reports[k].wait();
+  }
+  for (auto& r : reports) EXPECT_EQ(r.get(), nullptr);
+  std::vector<int> want = x0;
+  for (int k = 1; k <= works; ++k)
+    for (int& v : want) v = static_cast<int>(3u * static_cast<unsigned>(v) + unsigned(k));
+  EXPECT_EQ(download_all(x, n), want);
+  dev->deallocate(x, n * 4);
+  dev->deallocate(threes, n * 4);
+  for (void* p : adds) dev->deallocate(p, n * 4);
+}
+
+// A work that throws reports that error (and runs nothing more); the device stays usable.
+TEST_P(Contract, AFailingWorkReportsItsErrorAndTheDeviceGoesOn) {
+  EXPECT_THROW(run([] { throw IoError("deliberate failure"); }), IoError);
+  try {
+    run([] { throw std::runtime_error("user code failed"); });
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "user code failed");
+  }
+  auto g = rng(93);
+  std::vector<int> v = random_vector<int>(100, g);
+  void* p = upload_all(std::vector<int>(100, poison<int>()));
+  const Rect box(1, {0, 0, 0}, {100, 1, 1});
+  run([&] { dev->upload(p, box, v.data(), box, box, 4); });
+  EXPECT_EQ(download_all(p, 100), v);
+  dev->deallocate(p, 400);
+}
+
+TEST_P(Contract, DescribesItselfAndAllocates) {
+  EXPECT_FALSE(dev->name().empty());
+  EXPECT_GT(dev->memory_capacity(), 0u);
+  EXPECT_EQ(dev->asynchronous(), GetParam() != "cpu");
+  for (std::size_t bytes : {1, 64, 1000, 1 << 20}) {
+    void* p = dev->allocate(bytes);
+    void* h = dev->allocate_host(bytes);
+    EXPECT_NE(p, nullptr);
+    EXPECT_NE(h, nullptr);
+    dev->deallocate(p, bytes);
+    dev->deallocate_host(h, bytes);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Contract, testing::Values("cpu", "cpu_async", "cuda"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace gridspan::test
