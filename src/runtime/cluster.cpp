@@ -213,15 +213,18 @@ void Cluster::on_report(const BarrierReport& r) {
     if (r.error) s.errors.push_back(r.error);
     if (--s.parts_left > 0) return;
     s.complete = true;
-    // The plan's error: a part's own failure rather than one passed on from a plan whose
-    // error was reported already (each rank's part fails with the first error it met).
-    for (const std::exception_ptr& e : s.errors)
-      if (!s.error || (reported_.count(describe_error(s.error).message) &&
-                       !reported_.count(describe_error(e).message)))
-        s.error = e;
+    // The plan's error: a task of its own that failed rather than one passed on from an
+    // earlier plan (each rank's part fails with the first error it met).
+    bool own = false;
+    for (const std::exception_ptr& e : s.errors) {
+      const auto task = failed_task(describe_error(e).message);
+      const bool mine = task && *task >= s.first && *task <= r.barrier;
+      if (!s.error || (mine && !own)) s.error = e;
+      own = own || mine;
+    }
     if (s.error) {
       failed_plans_[r.barrier] = FailedPlan{s.first, s.error};
-      if (!unreported_ && !reported_.count(describe_error(s.error).message)) unreported_ = s.error;
+      if (own) unreported_.insert(r.barrier);
     }
     while (!plans_.empty() && plans_.begin()->second.complete) {
       complete_through_ = plans_.begin()->first;
@@ -252,12 +255,22 @@ void Cluster::wait(plan::TaskId done) {
   auto f = failed_plans_.find(done);
   if (f == failed_plans_.end()) return;
   std::exception_ptr error = f->second.error;
-  // Plans after a failed one fail with the same error (remade on each rank): it is
-  // reported once.
-  const std::string message = describe_error(error).message;
-  if (unreported_ && describe_error(unreported_).message == message) unreported_ = nullptr;
-  reported_.insert(message);
+  reported(done, error);
   std::rethrow_exception(error);
+}
+
+std::optional<plan::TaskId> Cluster::failed_plan_of(plan::TaskId task) const {
+  auto it = failed_plans_.lower_bound(task);
+  if (it == failed_plans_.end() || it->second.first > task) return std::nullopt;
+  return it->first;
+}
+
+void Cluster::reported(plan::TaskId barrier, const std::exception_ptr& error) {
+  unreported_.erase(barrier);
+  // Plans after a failed one fail with its error (remade on each rank): that plan's failure
+  // has reached the program now too.
+  if (auto task = failed_task(describe_error(error).message))
+    if (auto origin = failed_plan_of(*task)) unreported_.erase(*origin);
 }
 
 bool Cluster::failed() const {
@@ -272,9 +285,10 @@ void Cluster::wait_all() {
     failure_reported_ = true;
     std::rethrow_exception(failure_);
   }
-  if (std::exception_ptr e = unreported_) {
-    unreported_ = nullptr;
-    reported_.insert(describe_error(e).message);
+  if (!unreported_.empty()) {
+    const plan::TaskId barrier = *unreported_.begin();
+    std::exception_ptr e = failed_plans_.at(barrier).error;
+    reported(barrier, e);
     std::rethrow_exception(e);
   }
 }

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -97,10 +98,16 @@ class Cluster final : public Runner {
     std::exception_ptr error;
   };
   std::map<plan::TaskId, FailedPlan> failed_plans_;  // by barrier
-  std::exception_ptr unreported_;
-  std::set<std::string> reported_;  // messages already thrown: a failure is reported once
-  std::exception_ptr failure_;      // the run's: a rank lost or unable to go on
-  bool failure_reported_ = false;   // wait_all() threw it once
+  // Plans that failed on their own (a task of theirs failed, not only one before them) and
+  // whose failure has not reached the program yet: a failure reaches it once.
+  std::set<plan::TaskId> unreported_;
+  // The failed plan a task belongs to (its barrier), or none.
+  std::optional<plan::TaskId> failed_plan_of(plan::TaskId task) const;
+  // The program has heard of the failure of the plan ending in `barrier`: it, and the plan
+  // its error came from, are not reported again.
+  void reported(plan::TaskId barrier, const std::exception_ptr& error);
+  std::exception_ptr failure_;     // the run's: a rank lost or unable to go on
+  bool failure_reported_ = false;  // wait_all() threw it once
   std::map<int, RankInfo> hellos_;
   int closed_ = 0;
   std::map<int, std::vector<MemoryStats>> stats_;

@@ -3,6 +3,7 @@
 #include "runtime/worker.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 #include <fmt/format.h>
 
@@ -77,6 +78,18 @@ std::string describe(const Task& t) {
 }
 
 }  // namespace
+
+std::string failed_task_name(int rank, TaskId task, const std::string& what) {
+  return fmt::format("rank {}, task {} ({})", rank, task, what);
+}
+
+std::optional<TaskId> failed_task(const std::string& message) {
+  unsigned long long rank = 0, task = 0;
+  int end = 0;
+  if (std::sscanf(message.c_str(), "rank %llu, task %llu (%n", &rank, &task, &end) != 2 || !end)
+    return std::nullopt;
+  return static_cast<TaskId>(task);
+}
 
 Worker::Worker(std::vector<backend::Device*> devices, MemoryManager& memory,
                std::size_t staging_bytes, bool stream_order)
@@ -848,8 +861,7 @@ void Worker::finish(Node* first, std::exception_ptr first_error, std::deque<Node
       error = node->error;
     // Between processes, a task's own failure names the rank and the task.
     if (error && !node->error && link_)
-      error = error_in(
-          error, fmt::format("rank {}, task {} ({})", link_->rank(), id, describe(node->task)));
+      error = error_in(error, failed_task_name(link_->rank(), id, describe(node->task)));
     if (on_barrier_ && std::holds_alternative<plan::Barrier>(node->task.payload))
       on_barrier_(id, error);
     // The receiving rank would wait for these data forever: it hears why they won't come.

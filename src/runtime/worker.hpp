@@ -13,6 +13,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -37,6 +38,12 @@ struct WorkerStats {
   uint64_t transfers_lent = 0;        // Sends whose memory the receiver copied itself
   uint64_t transfers_refused = 0;     // ... out of the receiver's reach: bytes sent instead
 };
+
+/// On a worker connected to other processes a task's own failure is named "rank R, task T
+/// (kernel `k` on device D): why", and errors passed on to later tasks keep that name: the
+/// task T that failed, read back from an error's message (nullopt for other messages).
+std::string failed_task_name(int rank, plan::TaskId task, const std::string& what);
+std::optional<plan::TaskId> failed_task(const std::string& message);
 
 /// What the receiver of lent memory says when it is done with it.
 enum class SharedReply : uint8_t {

@@ -8,6 +8,8 @@
 //   failure_program none   0        nothing fails: every rank exits with code 0
 //   failure_program context 0       every rank makes a gs::Context itself (no gs::run): the
 //                                   other ranks say that only rank 0 runs the program
+//   failure_program catch  -1       the task throws on every rank; the program catches the
+//                                   error once and carries on: every rank exits with 0
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -30,8 +32,8 @@ int this_rank() {
 gs::NativeDef touch() {
   auto def = gs::NativeDef::from_function("touch",
                                           [](const gs::NativeContext& nc, gs::Vector<int> out) {
-                                            if (this_rank() == g_victim) {
-                                              if (g_mode == "throw")
+                                            if (this_rank() == g_victim || g_victim < 0) {
+                                              if (g_mode == "throw" || g_mode == "catch")
                                                 throw gs::Error("deliberate failure in a task");
                                               if (g_mode == "stop") std::raise(SIGSTOP);
                                               if (g_mode == "kill") std::raise(SIGKILL);
@@ -45,6 +47,39 @@ gs::NativeDef touch() {
   return def;
 }
 
+// The same without failing: every element its index.
+gs::NativeDef index_of() {
+  auto def = gs::NativeDef::from_function("index_of",
+                                          [](const gs::NativeContext& nc, gs::Vector<int> out) {
+                                            gs::Rect r = nc.threads({1 << 20});
+                                            for (int64_t i = r.lo[0]; i < r.hi[0]; ++i)
+                                              out[i] = static_cast<int>(i);
+                                          },
+                                          {"out"});
+  def.annotate("global i => write out[i]");
+  return def;
+}
+
+// A launch fails on every rank; the program hears of it once, handles it and goes on.
+void catch_and_carry_on(gs::Context& ctx) {
+  const int n = 64 * ctx.device_count();
+  auto out = ctx.full<int>({n}, -1, gs::dist::rows(64));
+  ctx.compile(touch()).launch({n}, {1}, gs::work::tiles({64}), out);
+  try {
+    out.to_vector();
+    throw gs::Error("the failed launch was not reported");
+  } catch (const gs::Error& e) {
+    std::printf("caught: %s\n", e.what());
+  }
+  auto fresh = ctx.full<int>({n}, -1, gs::dist::rows(64));
+  ctx.compile(index_of()).launch({n}, {1}, gs::work::tiles({64}), fresh);
+  auto v = fresh.to_vector();
+  for (int i = 0; i < n; ++i)
+    if (v[i] != i) throw gs::Error("element " + std::to_string(i) + " is wrong after the failure");
+  ctx.synchronize();
+  std::printf("carried on after the failure (%d ranks)\n", static_cast<int>(ctx.ranks().size()));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,6 +90,8 @@ int main(int argc, char** argv) {
   g_mode = argv[1];
   g_victim = std::atoi(argv[2]);
   gs::register_native(touch());  // in every process, before gs::run
+  gs::register_native(index_of());
+  if (g_mode == "catch") return gs::run(argc, argv, catch_and_carry_on);
   if (g_mode == "context") {
     try {
       gs::Context ctx;
