@@ -239,7 +239,7 @@ Context::Context(const Config& config) : driver_(std::make_shared<runtime::Drive
 
 Context::~Context() {
   try {
-    driver_->synchronize();
+    driver_->end();  // arrays, kernels and events that outlive it say it has ended
   } catch (const std::exception& e) {
     log::warn("an error was not reported before the context ended: {}", e.what());
   }

@@ -24,14 +24,45 @@ Driver::Driver(const Config& config) : config_(config) {
 }
 
 Driver::~Driver() {
-  planner_.reset();
-  runner_.reset();  // every task waited for, errors left unreported said
+  try {
+    end();
+  } catch (const std::exception& e) {
+    log::warn("an error was not reported before the context ended: {}", e.what());
+  }
+}
+
+void Driver::end() {
+  std::unique_ptr<Runner> runner;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!runner_) return;
+    runner = std::move(runner_);  // from now on every call says the run has ended
+    planner_.reset();
+  }
+  std::exception_ptr unreported;
+  try {
+    runner->wait_all();
+  } catch (...) {
+    unreported = std::current_exception();
+  }
+  runner.reset();  // devices, and under mpirun the session on every rank, go
+  if (unreported) std::rethrow_exception(unreported);
+}
+
+Runner& Driver::live() const {
+  Runner* r = runner_.get();
+  if (!r)
+    throw Error(
+        "this gs::Context has ended: its arrays, kernels and events can no longer be used; "
+        "keep the Context alive (gs::run's lambda, or a Context in an outer scope) while you "
+        "use them");
+  return *r;
 }
 
 plan::TaskId Driver::submit(plan::Plan plan) {
   if (keep_plans_) last_dot_ = plan.to_dot();
   const plan::TaskId done = plan.done;
-  runner_->submit(std::move(plan));
+  live().submit(std::move(plan));
   return done;
 }
 
@@ -45,6 +76,7 @@ std::shared_ptr<plan::ArrayMeta> Driver::create_array(DType dtype, const Dim& sh
   for (const ChunkSpec& c : dist.chunks(shape, device_count()))
     meta->chunks.push_back(plan::ChunkMeta{0, c.region, c.owned, c.device});
   std::lock_guard<std::mutex> lock(mutex_);
+  live();
   meta->id = ++next_array_;
   planner_->assign_chunk_ids(*meta);
   submit(planner_->create_array(*meta, static_cast<const unsigned char*>(fill)));
@@ -54,9 +86,10 @@ std::shared_ptr<plan::ArrayMeta> Driver::create_array(DType dtype, const Dim& sh
 void Driver::release_array(const plan::ArrayMeta& meta) noexcept {
   try {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!runner_) return;  // the run has ended: its memory is gone with it
     submit(planner_->delete_array(meta));
   } catch (const std::exception& e) {
-    if (runner_->failed()) return;  // said when the run failed
+    if (runner_ && runner_->failed()) return;  // said when the run failed
     log::warn("could not release {}: {}", meta.describe(), e.what());
   }
 }
@@ -64,6 +97,7 @@ void Driver::release_array(const plan::ArrayMeta& meta) noexcept {
 plan::TaskId Driver::write_array(const plan::ArrayMeta& meta, std::vector<unsigned char> data) {
   auto shared = std::make_shared<const std::vector<unsigned char>>(std::move(data));
   std::lock_guard<std::mutex> lock(mutex_);
+  live();
   return submit(planner_->write_array(meta, shared));
 }
 
@@ -71,6 +105,7 @@ void Driver::read_array(const plan::ArrayMeta& meta, void* dst) {
   plan::TaskId done;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    live();
     done = submit(planner_->read_array(meta, dst));
   }
   wait(done);
@@ -78,12 +113,13 @@ void Driver::read_array(const plan::ArrayMeta& meta, void* dst) {
 
 plan::TaskId Driver::launch(const plan::LaunchSpec& spec) {
   std::lock_guard<std::mutex> lock(mutex_);
+  live();
   return submit(planner_->launch(spec));
 }
 
 void Driver::add_executable(std::shared_ptr<const plan::Executable> executable) {
   std::lock_guard<std::mutex> lock(mutex_);
-  runner_->add_executable(std::move(executable));
+  live().add_executable(std::move(executable));
 }
 
 std::string Driver::last_plan_dot() const {

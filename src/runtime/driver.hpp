@@ -19,12 +19,18 @@ namespace gridspan::runtime {
 class Driver {
  public:
   explicit Driver(const Config& config);
-  ~Driver();  // waits for every task
+  ~Driver();  // ends the run if end() has not
+
+  /// The end of the run (the Context's): waits for every task, then lets the runner go (its
+  /// devices, under mpirun the session on every rank). Arrays, kernels and events that
+  /// outlive it throw a gs::Error saying so; releasing them is a no-op. Throws the first
+  /// error not reported yet, after the end.
+  void end();
 
   const Config& config() const { return config_; }
-  int device_count() const { return runner_->device_count(); }
-  std::string backend_name() { return runner_->backend().name(); }
-  backend::Backend& backend() { return runner_->backend(); }
+  int device_count() const { return live().device_count(); }
+  std::string backend_name() const { return live().backend().name(); }
+  backend::Backend& backend() { return live().backend(); }
 
   /// A new array; `fill` (elem_size bytes) sets every element, null leaves them unset.
   std::shared_ptr<plan::ArrayMeta> create_array(DType dtype, const Dim& shape,
@@ -41,22 +47,24 @@ class Driver {
   /// without owning it) and makes it known wherever tasks run.
   void add_executable(std::shared_ptr<const plan::Executable> executable);
   /// The ranks of this run and their devices (one, this process, outside mpirun).
-  std::vector<RankInfo> ranks() const { return runner_->ranks(); }
+  std::vector<RankInfo> ranks() const { return live().ranks(); }
 
-  void wait(plan::TaskId task) { runner_->wait(task); }
-  bool is_done(plan::TaskId task) const { return runner_->is_done(task); }
-  void synchronize() { runner_->wait_all(); }
-  std::vector<MemoryStats> memory_stats() const { return runner_->memory_stats(); }
-  WorkerStats worker_stats() const { return runner_->worker_stats(); }
+  void wait(plan::TaskId task) { live().wait(task); }
+  bool is_done(plan::TaskId task) const { return live().is_done(task); }
+  void synchronize() { live().wait_all(); }
+  std::vector<MemoryStats> memory_stats() const { return live().memory_stats(); }
+  WorkerStats worker_stats() const { return live().worker_stats(); }
   /// The most recent launch's plan as Graphviz (kept only when `keep_plans(true)`).
   void keep_plans(bool keep) { keep_plans_ = keep; }
   std::string last_plan_dot() const;
 
  private:
   plan::TaskId submit(plan::Plan plan);
+  // The runner while the run lasts; a gs::Error after end().
+  Runner& live() const;
 
   Config config_;
-  std::unique_ptr<Runner> runner_;
+  std::unique_ptr<Runner> runner_;  // null once the run has ended
   mutable std::mutex mutex_;
   std::unique_ptr<plan::Planner> planner_;
   uint64_t next_array_ = 0;

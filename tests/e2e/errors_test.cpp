@@ -85,6 +85,34 @@ TEST(Errors, DistributionMustCoverTheArray) {
                                 {"device " + std::to_string(past)});
 }
 
+// Arrays, kernels and events that outlive their Context throw a gs::Error that says so (in
+// one process they used to answer; under mpirun rank 0 crashed in the submit).
+TEST(Errors, AnArrayAfterItsContextEndedSaysSo) {
+  gs::Array<int> a;
+  gs::Kernel k;
+  gs::Event e;
+  {
+    gs::Context ctx(config(2));
+    k = ctx.compile(gs::KernelDef::from_source(R"(
+__device__ void inc(dim3 blockIdx, int n, gridspan::Vector<int> x) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += 1;
+})",
+                                               "inc")
+                        .annotate("global i => readwrite x[i]"));
+    a = ctx.full<int>({100}, 7, gs::dist::rows(40));
+    e = k.launch({100}, {32}, gs::work::tiles({64}), 100, a);
+    EXPECT_EQ(a.to_vector(), std::vector<int>(100, 8));
+  }
+  const std::string ended = "this gs::Context has ended";
+  expect_error<gs::Error>([&] { a.to_vector(); }, {ended});
+  expect_error<gs::Error>([&] { a.copy_from(std::vector<int>(100, 1)); }, {ended});
+  expect_error<gs::Error>([&] { k.launch({100}, {32}, gs::work::tiles({64}), 100, a); }, {ended});
+  expect_error<gs::Error>([&] { e.wait(); }, {ended});
+  expect_error<gs::Error>([&] { (void)e.ready(); }, {ended});
+  a = gs::Array<int>();  // releasing it is no error
+}
+
 // Under mpirun the other ranks find native functions by name: one that is not registered
 // in every process is an error at compile time that says what to do; in one process it
 // needs no registration.
