@@ -3,6 +3,7 @@
 #include "runtime/spill.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -107,22 +108,24 @@ std::atomic<uint64_t> probe_counter{0};
 
 }  // namespace
 
-SpillStore::SpillStore(std::string dir) : dir_(std::move(dir)) {
-  if (dir_.empty()) {
-    private_dir_ = true;
+SpillStore::SpillStore(std::string dir) : base_(std::move(dir)) {
+  if (base_.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    base_ = tmp && *tmp ? tmp : "/tmp";
+    remove_dead_runs(base_);
     return;
   }
   auto unwritable = [&](const std::string& reason) {
     return IoError(
         fmt::format("GRIDSPAN_SPILL_DIR '{}' cannot be written: {}; point it at a "
                     "writable folder",
-                    dir_, reason));
+                    base_, reason));
   };
   std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
+  std::filesystem::create_directories(base_, ec);
   if (ec) throw unwritable("cannot create it (" + ec.message() + ")");
-  if (!std::filesystem::is_directory(dir_, ec)) throw unwritable("it is not a folder");
-  std::string probe = fmt::format("{}/.gridspan-probe-{}-{}", dir_, ::getpid(), probe_counter++);
+  if (!std::filesystem::is_directory(base_, ec)) throw unwritable("it is not a folder");
+  std::string probe = fmt::format("{}/.gridspan-probe-{}-{}", base_, ::getpid(), probe_counter++);
   int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) throw unwritable("cannot create a file in it (" + system_reason(errno) + ")");
   FileGuard file(fd);
@@ -130,27 +133,50 @@ SpillStore::SpillStore(std::string dir) : dir_(std::move(dir)) {
   if (error == 0) error = file.close();
   ::unlink(probe.c_str());
   if (error != 0) throw unwritable("cannot write a file in it (" + system_reason(error) + ")");
+  remove_dead_runs(base_);
 }
 
 SpillStore::~SpillStore() {
   if (dir_.empty()) return;
   for (uint64_t id : files_) ::unlink(path(id).c_str());
-  if (private_dir_) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::string SpillStore::run_prefix() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  for (char* c = host; *c; ++c)
+    if (*c == '-' || *c == '/') *c = '_';  // the name's separators stay unambiguous
+  return fmt::format("gridspan-spill-{}-{}-", host, ::getpid());
+}
+
+int SpillStore::remove_dead_runs(const std::string& base) {
+  const std::string mine = run_prefix();
+  const std::string host_part = mine.substr(0, mine.rfind('-', mine.size() - 2) + 1);
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(base, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(host_part, 0) != 0 || !entry.is_directory(ec)) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + host_part.size(), &end, 10);
+    if (pid <= 0 || *end != '-' || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
+      continue;  // not a run folder, or its process is alive (or not ours to ask)
+    std::filesystem::remove_all(entry.path(), ec);
+    if (!ec) ++removed;
   }
+  return removed;
 }
 
 void SpillStore::ensure_dir() {
   if (!dir_.empty()) return;
-  const char* tmp = std::getenv("TMPDIR");
-  std::string base = tmp && *tmp ? tmp : "/tmp";
-  std::string pattern = fmt::format("{}/gridspan-spill-{}-XXXXXX", base, ::getpid());
+  std::string pattern = fmt::format("{}/{}XXXXXX", base_, run_prefix());
   if (::mkdtemp(pattern.data()) == nullptr) {
     throw IoError(
-        fmt::format("cannot create a private spill folder under '{}': {}; set "
+        fmt::format("cannot create this run's spill folder under '{}': {}; set "
                     "GRIDSPAN_SPILL_DIR to a writable folder",
-                    base, system_reason(errno)));
+                    base_, system_reason(errno)));
   }
   dir_ = pattern;
 }

@@ -1,8 +1,11 @@
 // The disk level of the memory manager: one file per spilled chunk,
-// `<dir>/chunk-<pid>-<id>.spill`, a small header (magic, version, chunk id, byte count)
+// `<run folder>/chunk-<pid>-<id>.spill`, a small header (magic, version, chunk id, byte count)
 // and a CRC-32 of the payload that is verified on every reload, so a damaged file is an
-// error and never wrong data. Safe to call from several threads at once for different
-// chunks: the file I/O runs without the store's lock.
+// error and never wrong data. Each run spills into a folder of its own under the spill
+// folder (`gridspan-spill-<host>-<pid>-XXXXXX`), removed at its end; a run removes the
+// folders of runs on this host whose process is gone (killed before they could). Safe to
+// call from several threads at once for different chunks: the file I/O runs without the
+// store's lock.
 #pragma once
 
 #include <cstddef>
@@ -15,17 +18,21 @@ namespace gridspan::runtime::detail {
 
 class SpillStore {
  public:
-  /// `dir` is created if missing and must be writable (checked now, IoError otherwise).
-  /// Empty: a private folder under $TMPDIR (or /tmp), created on the first spill and
-  /// removed with the store.
+  /// `dir` (GRIDSPAN_SPILL_DIR; empty: $TMPDIR, or /tmp) is created if missing and must be
+  /// writable (checked now, IoError otherwise). This run's folder in it is made on the
+  /// first spill. Folders of dead runs in it are removed now.
   explicit SpillStore(std::string dir);
-  /// Removes the files this store wrote (and its private folder).
+  /// Removes this run's folder and the files in it.
   ~SpillStore();
   SpillStore(const SpillStore&) = delete;
   SpillStore& operator=(const SpillStore&) = delete;
 
-  /// The folder in use; empty while a private folder has not been created yet.
+  /// This run's folder; empty before the first spill.
   std::string dir() const;
+  /// The name of this run's folder before its random part: gridspan-spill-<host>-<pid>-.
+  static std::string run_prefix();
+  /// Removes the run folders in `base` of runs on this host whose process is gone; how many.
+  static int remove_dead_runs(const std::string& base);
   /// Where chunk `id` is spilled (under dir(), which is empty before the first write).
   std::string path(uint64_t id) const;
 
@@ -46,8 +53,8 @@ class SpillStore {
   std::string file_name(uint64_t id) const;
 
   mutable std::mutex mutex_;  // dir_ and files_; never held while reading or writing a file
-  std::string dir_;
-  bool private_dir_ = false;
+  std::string base_;          // the spill folder
+  std::string dir_;           // this run's folder in it, once made
   std::set<uint64_t> files_;
 };
 

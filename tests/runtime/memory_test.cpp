@@ -4,7 +4,10 @@
 // exact statistics, and a concurrent stress run.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <atomic>
@@ -29,6 +32,7 @@
 #include "gridspan/core/error.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/pool.hpp"
+#include "runtime/spill.hpp"
 #include "support/random.hpp"
 
 namespace gridspan::runtime {
@@ -472,8 +476,46 @@ TEST(MemoryManager, HostSpillsLeastRecentlyUsedToDisk) {
   EXPECT_TRUE(mm.state(3).on_device);
   EXPECT_FALSE(mm.spill_file(0).empty());
   EXPECT_TRUE(fs::exists(mm.spill_file(0)));
-  EXPECT_EQ(fs::path(mm.spill_file(0)).parent_path(), dir.path());
+  // In this run's folder of its own, under GRIDSPAN_SPILL_DIR.
+  const fs::path run = fs::path(mm.spill_file(0)).parent_path();
+  EXPECT_EQ(run.parent_path(), dir.path());
+  EXPECT_EQ(run.filename().string().rfind(detail::SpillStore::run_prefix(), 0), 0u) << run;
   EXPECT_EQ(mm.spill_file(1), "");
+}
+
+// A run killed before it could remove its spill files (kill -9) leaves its folder; the next
+// run removes it, and leaves alone the folders of live runs and everything else there.
+TEST(SpillStore, ARunRemovesTheFoldersOfRunsThatAreGone) {
+  TempDir dir;
+  const pid_t child = ::fork();
+  if (child == 0) {  // a run that spills a chunk and is killed
+    detail::SpillStore store(dir.str());
+    const int data[4] = {1, 2, 3, 4};
+    store.write(7, data, sizeof data);
+    ::raise(SIGKILL);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  std::vector<fs::path> left;
+  for (const auto& e : fs::directory_iterator(dir.path())) left.push_back(e.path());
+  ASSERT_EQ(left.size(), 1u) << "the killed run left no folder";
+  const fs::path live = dir.path() / (detail::SpillStore::run_prefix() + "live");
+  const fs::path other = dir.path() / "results-of-someone-else";
+  fs::create_directories(live);
+  fs::create_directories(other);
+  {
+    detail::SpillStore next(dir.str());
+    EXPECT_FALSE(fs::exists(left[0])) << "the dead run's folder is still there";
+    EXPECT_TRUE(fs::exists(live));
+    EXPECT_TRUE(fs::exists(other));
+    const int data[2] = {5, 6};
+    next.write(1, data, sizeof data);
+    EXPECT_TRUE(fs::exists(next.path(1)));
+  }
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator{}), 2)
+      << "the run's own folder is gone at its end";
 }
 
 // A task whose chunks fill the host must still be able to push the device's chunks out
@@ -681,7 +723,8 @@ TEST(MemoryManager, FailedSpillWriteIsAnErrorAndLosesNothing) {
     FAIL() << "expected IoError";
   } catch (const IoError& e) {
     std::string what = e.what();
-    EXPECT_NE(what.find("cannot write spill file '" + (spill / "chunk-").string()),
+    // This run's folder under the spill folder cannot be made: the message names both.
+    EXPECT_NE(what.find("cannot create this run's spill folder under '" + spill.string() + "'"),
               std::string::npos)
         << what;
     EXPECT_NE(what.find(std::strerror(ENOENT)), std::string::npos) << what;
@@ -706,11 +749,14 @@ TEST(MemoryManager, SpillDirIsCreatedAndCleanedUp) {
     EXPECT_TRUE(fs::is_directory(nested));
     EXPECT_TRUE(fs::is_empty(nested));  // the probe file is gone
     spill_chunk_zero(mm, std::vector<unsigned char>(16 * KiB, 9));
-    EXPECT_FALSE(fs::is_empty(nested));
+    const fs::path run = fs::path(mm.spill_file(0)).parent_path();
+    EXPECT_EQ(run.parent_path(), nested);
+    EXPECT_FALSE(fs::is_empty(run));
     mm.destroy(0);  // its file goes with it
-    EXPECT_TRUE(fs::is_empty(nested));
+    EXPECT_TRUE(fs::is_empty(run));
   }
   EXPECT_TRUE(fs::is_directory(nested));
+  EXPECT_TRUE(fs::is_empty(nested));  // the run's folder went with the run
 }
 
 TEST(MemoryManager, DefaultSpillDirIsPrivateAndRemoved) {
