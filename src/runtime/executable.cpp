@@ -222,9 +222,18 @@ void KernelExecutable::run_checked(const plan::ExecFrame& frame, GsLaunch& launc
 NativeExecutable::NativeExecutable(std::string name, std::vector<ParamInfo> params, NativeBody body)
     : name_(std::move(name)), params_(std::move(params)), body_(std::move(body)) {}
 
+// What the function throws reaches the program naming the function, its superblock and
+// device, with the exception's own text (a gs::Error keeps its kind; anything else is one).
 void NativeExecutable::run(const plan::ExecFrame& frame) const {
   FrameArguments args(params_, frame);
-  body_(frame, args.arrays, args.scalars);
+  try {
+    body_(frame, args.arrays, args.scalars);
+  } catch (...) {
+    std::rethrow_exception(error_in(
+        std::current_exception(),
+        fmt::format("native function `{}` failed in the superblock of blocks {} on device {} ({})",
+                    name_, frame.exec.blocks.str(), frame.device, frame.dev->name())));
+  }
 }
 
 namespace {

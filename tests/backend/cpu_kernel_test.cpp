@@ -779,3 +779,36 @@ TEST(CpuKernel, KernelsUseTheEmbeddedHeadersFromTheCacheFolder) {
 
 }  // namespace
 }  // namespace gridspan::test
+
+namespace gridspan::test {
+namespace {
+
+// An access far outside its arrays in an unchecked kernel on a cpu device ends the process
+// with the signal, as on a GPU it would end the context; before it does, gridspan says which
+// kernel and superblock were running and that checked mode finds the access.
+TEST(CpuKernelDeathTest, AStrayAccessNamesTheKernelAndSuperblock) {
+#if GRIDSPAN_SANITIZE
+  GTEST_SKIP() << "AddressSanitizer reports the access itself";
+#endif
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const char* src = R"(
+__device__ void stray(dim3 blockIdx, gridspan::Vector<int> x) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i == 70) x[i + 40000000000ll] = 1;
+  else x[i] = i;
+}
+)";
+  auto run_stray = [&] {
+    auto k = cpu_backend().compile(kernel("stray", src, {array_param("x", 1, DType::i32)}));
+    std::vector<int> chunk(128, poison<int>());
+    LaunchDesc d(1, {2, 0, 0}, {4, 1, 1}, {32, 1, 1}, {4, 1, 1});
+    d.arrays[0] = chunk_arg(chunk.data(), 1, {0, 0, 0}, {128, 1, 1}, 4, GS_WRITE);
+    k->run(d.get(), any_device());
+  };
+  EXPECT_DEATH(run_stray(),
+               "gridspan: a segmentation fault in kernel `stray` on cpu:0, in the superblock of "
+               "blocks \\[2\\.\\.4\\).*GRIDSPAN_CHECK=1");
+}
+
+}  // namespace
+}  // namespace gridspan::test

@@ -113,6 +113,41 @@ __device__ void inc(dim3 blockIdx, int n, gridspan::Vector<int> x) {
   a = gs::Array<int>();  // releasing it is no error
 }
 
+// Native functions that throw, known to every process (under mpirun the other ranks find
+// them by name): one throws a std::exception from its second superblock on, one a gs::Error.
+gs::NativeDef explode() {
+  auto def =
+      gs::NativeDef::from_function("explode",
+                                   [](const gs::NativeContext& nc, gs::Vector<int>) {
+                                     if (nc.blocks.lo[0] >= 4)
+                                       throw std::runtime_error("boom at the second superblock");
+                                   },
+                                   {"out"});
+  return def.annotate("global i => write out[i]");
+}
+gs::NativeDef no_disk() {
+  auto def = gs::NativeDef::from_function(
+      "no_disk", [](const gs::NativeContext&, gs::Vector<int>) { throw gs::IoError("disk gone"); },
+      {"out"});
+  return def.annotate("global i => write out[i]");
+}
+const bool throwers_registered = gs::register_native(explode()) && gs::register_native(no_disk());
+
+// A native function that throws: the error names the function, the superblock, the device
+// and the exception's text; a gs::Error keeps its kind.
+TEST(Errors, ANativeFunctionThatThrowsIsNamed) {
+  ASSERT_TRUE(throwers_registered);
+  gs::Context ctx(config(2));
+  auto out = ctx.zeros<int>({128}, gs::dist::rows(64));
+  ctx.compile(explode()).launch({128}, {16}, gs::work::tiles({64}), out);
+  expect_error<gs::Error>([&] { out.to_vector(); },
+                          {"native function `explode` failed in the superblock of blocks [4..8)",
+                           "on device ", "boom at the second superblock"});
+  auto out2 = ctx.zeros<int>({64}, gs::dist::rows(64));
+  ctx.compile(no_disk()).launch({64}, {16}, gs::work::tiles({64}), out2);
+  expect_error<gs::IoError>([&] { out2.to_vector(); }, {"native function `no_disk`", "disk gone"});
+}
+
 // Under mpirun the other ranks find native functions by name: one that is not registered
 // in every process is an error at compile time that says what to do; in one process it
 // needs no registration.

@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 
 #include "backend/cpu/cpu.hpp"
+#include "backend/cpu/fault.hpp"
 #include "backend/jit.hpp"
 #include "core/log.hpp"
 #include "gridspan/core/dtype.hpp"
@@ -176,7 +177,10 @@ ProcessResult run_process(const std::vector<std::string>& args) {
 
 class CpuKernel final : public CompiledKernel {
  public:
-  CpuKernel(void* handle, GsCpuEntry entry) : handle_(handle), entry_(entry) {}
+  CpuKernel(void* handle, GsCpuEntry entry, std::string name)
+      : handle_(handle), entry_(entry), name_(std::move(name)) {
+    install_fault_report();
+  }
   // RTLD_NODELETE keeps the code mapped after dlclose: threads that ran the kernel still
   // hold its thread_local storage (__shared__, checked-mode scratch), which LeakSanitizer
   // and late thread exits would otherwise reach through a stale DTV entry.
@@ -200,7 +204,9 @@ class CpuKernel final : public CompiledKernel {
         !cpu || cpu->threads() < 2 || blocks < 2 || threads < kMinThreadsToSpread || launch.check;
     for (int32_t p = 0; p < launch.num_params && !whole; ++p)
       whole = launch.arrays[p].data && launch.arrays[p].mode == GS_REDUCE;
+    const int index = device.index();
     if (whole) {
+      RunningKernel running(name_.c_str(), index, launch);
       entry_(&launch, runtime_);
       return;
     }
@@ -210,6 +216,7 @@ class CpuKernel final : public CompiledKernel {
       GsLaunch part = launch;
       part.block_lo[axis] = lo + blocks * i / pieces;
       part.block_hi[axis] = lo + blocks * (i + 1) / pieces;
+      RunningKernel running(name_.c_str(), index, part);
       entry_(&part, runtime_);
     });
   }
@@ -217,11 +224,13 @@ class CpuKernel final : public CompiledKernel {
  private:
   void* handle_;
   GsCpuEntry entry_;
+  std::string name_;  // for the fault report
   const GsCpuRuntime* runtime_ = fiber_runtime();
 };
 
 // Loads a compiled kernel; null (with the reason in `error`) when the file is unusable.
-std::shared_ptr<CompiledKernel> load(const std::string& path, std::string& error) {
+std::shared_ptr<CompiledKernel> load(const std::string& path, const std::string& name,
+                                     std::string& error) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!handle) {
     const char* e = dlerror();
@@ -234,7 +243,7 @@ std::shared_ptr<CompiledKernel> load(const std::string& path, std::string& error
     dlclose(handle);
     return nullptr;
   }
-  return std::make_shared<CpuKernel>(handle, entry);
+  return std::make_shared<CpuKernel>(handle, entry, name);
 }
 
 // What every compile of one compiler command shares: its identity and the header folder.
@@ -428,7 +437,7 @@ std::shared_ptr<CompiledKernel> CpuCompiler::compile(const KernelSource& k) {
   std::string error;
   std::shared_ptr<CompiledKernel> kernel;
   if (file_exists(so_path)) {
-    kernel = load(so_path, error);
+    kernel = load(so_path, k.name, error);
     if (!kernel) log::warn("cached kernel {} is unusable ({}); recompiling", so_path, error);
   }
   if (!kernel) {
@@ -462,7 +471,7 @@ std::shared_ptr<CompiledKernel> CpuCompiler::compile(const KernelSource& k) {
           fmt::format("cannot write {}: {}; set GRIDSPAN_CACHE_DIR to a writable folder", so_path,
                       std::strerror(errno)));
     }
-    kernel = load(so_path, error);
+    kernel = load(so_path, k.name, error);
     if (!kernel) {
       throw CompileError(
           fmt::format("kernel `{}` compiled but cannot be loaded: {}", k.name, error));
