@@ -229,10 +229,10 @@ void NativeExecutable::run(const plan::ExecFrame& frame) const {
   try {
     body_(frame, args.arrays, args.scalars);
   } catch (...) {
-    std::rethrow_exception(error_in(
-        std::current_exception(),
-        fmt::format("native function `{}` failed in the superblock of blocks {} on device {} ({})",
-                    name_, frame.exec.blocks.str(), frame.device, frame.dev->name())));
+    std::rethrow_exception(
+        error_in(std::current_exception(),
+                 fmt::format("native function `{}` failed on {} in the superblock of blocks {}",
+                             name_, frame.dev->name(), frame.exec.blocks.str())));
   }
 }
 
