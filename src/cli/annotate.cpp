@@ -55,6 +55,7 @@ int run_annotate(const AnnotateOptions& o) {
     auto [name, dims] = split(a, "array");
     std::vector<long long> extents;
     std::size_t pos = 0;
+    if (dims.empty() || dims == "[]") pos = dims.size() + 1;  // a 0-d array: no extents
     while (pos <= dims.size()) {
       auto comma = dims.find(',', pos);
       std::string part =

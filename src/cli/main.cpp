@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
       ->required()
       ->delimiter(',');
   ann_cmd->add_option("--array", ann.arrays,
-                      "an array and its shape: NAME=D0[,D1[,D2]] (repeatable)");
+                      "an array and its shape: NAME=D0[,D1[,D2]], or NAME=[] for a 0-d array "
+                      "(repeatable)");
   ann_cmd->add_option("--const", ann.consts, "a constant: NAME=VALUE (repeatable)");
 
   auto* info_cmd = app.add_subcommand(
