@@ -14,6 +14,8 @@
 
 #include "annotation/annotation.hpp"
 #include "gridspan/distribution/distribution.hpp"
+#include "plan/read_cache.hpp"
+#include "plan/records.hpp"
 #include "plan/task.hpp"
 
 namespace gridspan::plan {
@@ -47,14 +49,6 @@ struct LaunchSpec {
   std::vector<int64_t> int_scalars;      // per parameter; integer scalar values (else 0)
   std::shared_ptr<const std::vector<unsigned char>> scalars;
   std::shared_ptr<const std::vector<uint32_t>> scalar_offsets;  // per parameter
-};
-
-/// The tasks one call produced, and the barrier that completes when all of them have.
-struct Plan {
-  std::vector<Task> tasks;
-  TaskId done = 0;
-  /// Graphviz picture of the tasks and their dependencies.
-  std::string to_dot() const;
 };
 
 class Planner {
@@ -92,31 +86,8 @@ class Planner {
   std::size_t cached_reads() const { return read_cache_.size(); }
 
  private:
-  struct CachedRead {
-    uint64_t array;
-    int device;
-    Rect region;
-    ChunkRef ref;
-    std::vector<TaskId> ready;    // its creation and assembly: what a reader waits for
-    std::vector<TaskId> readers;  // the executes that read it (unfinished ones)
-    std::size_t bytes;
-    uint64_t used;  // when a launch last read it
-  };
-  // The kept copies of `array` go (deleted after their readers), as tasks appended.
-  void drop_cached(uint64_t array, std::vector<Task>& tasks);
-  void delete_cached(const CachedRead& c, std::vector<Task>& tasks);
-  struct Record {
-    Rect region;
-    TaskId task;
-    bool write;
-  };
-  struct LaunchState;
-  TaskId next_task() { return ++last_task_; }
+  class Launch;  // one launch's passes (launch.cpp)
   ChunkId next_chunk() { return ++last_chunk_; }
-  void read_dep(ChunkId c, const Rect& r, std::vector<TaskId>& deps);
-  void write_dep(ChunkId c, const Rect& r, std::vector<TaskId>& deps);
-  void record(ChunkId c, const Rect& r, TaskId t, bool write);
-  void prune(std::vector<Record>& records);
   Plan finish(std::vector<Task> tasks);
 
   int devices_;
@@ -124,15 +95,9 @@ class Planner {
   std::vector<int> rank_of_device_;  // empty: one rank
   TaskId last_task_ = 0;
   ChunkId last_chunk_ = 0;
-  std::unordered_map<ChunkId, std::vector<Record>> records_;
+  RegionRecords records_;
   std::vector<std::vector<annotation::Access>> accesses_;  // per superblock, reused
-  std::vector<CachedRead> read_cache_;
-  std::vector<std::size_t> read_cache_limit_, read_cache_bytes_;  // per device
-  uint64_t read_cache_clock_ = 0;
+  ReadCache read_cache_;
 };
-
-/// The identity of `op` for `dtype`, as elem bytes (0 for +, 1 for *, the largest value for
-/// min, ...).
-std::array<unsigned char, 16> reduce_identity(annotation::ReduceOp op, DType dtype);
 
 }  // namespace gridspan::plan

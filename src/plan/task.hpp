@@ -3,6 +3,7 @@
 // the tasks it waits for.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -163,5 +164,17 @@ class Executable {
   /// queues it); throws gs::Error on failure (AccessError for a checked-mode violation).
   virtual void run(const ExecFrame& frame) const = 0;
 };
+
+/// The tasks one call produced, and the barrier that completes when all of them have.
+struct Plan {
+  std::vector<Task> tasks;
+  TaskId done = 0;
+  /// Graphviz picture of the tasks and their dependencies.
+  std::string to_dot() const;
+};
+
+/// The identity of `op` for `dtype`, as elem bytes (0 for +, 1 for *, the largest value for
+/// min, ...).
+std::array<unsigned char, 16> reduce_identity(annotation::ReduceOp op, DType dtype);
 
 }  // namespace gridspan::plan
