@@ -304,20 +304,26 @@ void Context::keep_plans(bool on) {
   driver_->keep_plans(on);
 }
 
+namespace {
+const detail::KernelState& state_of(const std::shared_ptr<detail::KernelState>& state) {
+  if (!state) throw LaunchError("this gs::Kernel is empty; get one from Context::compile");
+  return *state;
+}
+}  // namespace
+
 const std::string& Kernel::name() const {
-  return state_->name;
+  return state_of(state_).name;
 }
 const std::vector<ParamInfo>& Kernel::params() const {
-  return state_->params;
+  return state_of(state_).params;
 }
 std::string Kernel::last_plan_dot() const {
-  return state_->driver->last_plan_dot();
+  return state_of(state_).driver->last_plan_dot();
 }
 
 Event Kernel::launch_packed(const Dim& threads, const Dim& block, const WorkDistribution& work,
                             const std::vector<detail::LaunchArg>& args) const {
-  if (!state_) throw LaunchError("this gs::Kernel is empty; get one from Context::compile");
-  const auto& params = state_->params;
+  const auto& params = state_of(state_).params;
   const std::string& name = state_->name;
   if (args.size() != params.size()) {
     std::string list;
@@ -412,8 +418,18 @@ int run_app(const Config& config, const std::function<void(Context&)>& app) {
 
 }  // namespace
 
+// What escapes the program is reported as gs::run reports it: exit code 1, on every rank.
 int run_program(std::function<int()> program) {
-  return runtime::Process::run_program(program);
+  return runtime::Process::run_program([&] {
+    try {
+      return program();
+    } catch (const Error& e) {
+      std::fprintf(stderr, "gridspan error: %s\n", e.what());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+    }
+    return 1;
+  });
 }
 
 int process_count() {

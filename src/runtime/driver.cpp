@@ -60,7 +60,6 @@ Runner& Driver::live() const {
 }
 
 plan::TaskId Driver::submit(plan::Plan plan) {
-  if (keep_plans_) last_dot_ = plan.to_dot();
   const plan::TaskId done = plan.done;
   live().submit(std::move(plan));
   return done;
@@ -114,7 +113,9 @@ void Driver::read_array(const plan::ArrayMeta& meta, void* dst) {
 plan::TaskId Driver::launch(const plan::LaunchSpec& spec) {
   std::lock_guard<std::mutex> lock(mutex_);
   live();
-  return submit(planner_->launch(spec));
+  plan::Plan plan = planner_->launch(spec);
+  if (keep_plans_) last_dot_ = plan.to_dot();
+  return submit(std::move(plan));
 }
 
 void Driver::add_executable(std::shared_ptr<const plan::Executable> executable) {

@@ -235,6 +235,22 @@ TEST(Api, EmptyLaunchesAndEmptyArrays) {
   EXPECT_NE(testing::internal::GetCapturedStderr().find("app failed"), std::string::npos);
 }
 
+// An empty Kernel says so on every use; an exception that escapes gs::run_program's
+// program is reported and gives exit code 1, as in gs::run.
+TEST(Api, EmptyKernelsAndEscapingExceptionsAreReported) {
+  gs::Kernel empty;
+  EXPECT_THROW(empty.name(), gs::LaunchError);
+  EXPECT_THROW(empty.params(), gs::LaunchError);
+  EXPECT_THROW(empty.last_plan_dot(), gs::LaunchError);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(gs::run_program([]() -> int { throw gs::IoError("no disk for the program"); }), 1);
+  EXPECT_EQ(gs::run_program([]() -> int { throw std::runtime_error("plain failure"); }), 1);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("gridspan error: no disk for the program"), std::string::npos) << err;
+  EXPECT_NE(err.find("error: plain failure"), std::string::npos) << err;
+  EXPECT_EQ(gs::run_program([] { return 7; }), 7);
+}
+
 TEST(Api, PlansAsGraphvizAndMemoryStatistics) {
   gs::Context ctx(quiet(2));
   ctx.keep_plans(true);
@@ -244,6 +260,7 @@ TEST(Api, PlansAsGraphvizAndMemoryStatistics) {
   auto in = ctx.full<int>({n}, 3, gs::dist::rows(32));
   auto out = ctx.zeros<int>({n}, gs::dist::rows(32));
   k.launch({n}, {16}, gs::work::tiles({32}), n, out, in);
+  EXPECT_EQ(out.to_vector(), std::vector<int>(n, 6));  // a read is a plan too, not a launch
   std::string dot = k.last_plan_dot();
   EXPECT_EQ(dot.rfind("digraph plan {", 0), 0u);
   EXPECT_NE(dot.find("execute"), std::string::npos);
