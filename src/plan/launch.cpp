@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <iterator>
 #include <limits>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -73,9 +74,11 @@ struct SharedKey {
   }
 };
 
+// By the array's id, not its address: the order the shared temporaries are kept and let go
+// in (their tasks' order in the plan) is then the same from run to run.
 struct SharedKeyHash {
   std::size_t operator()(const SharedKey& k) const {
-    std::size_t h = std::hash<const void*>()(k.array) ^ (std::size_t(k.device) << 48);
+    std::size_t h = std::size_t(k.array->id) ^ (std::size_t(k.device) << 48);
     for (int ax = 0; ax < 3; ++ax) {
       h = h * 1000003 + std::size_t(k.region.lo[ax]);
       h = h * 1000003 + std::size_t(k.region.hi[ax]);
@@ -158,8 +161,9 @@ class Planner::Launch {
   void note_changed_arrays() {
     for (std::size_t s = 0; s < spec_.superblocks.size(); ++s)
       for (const Access& acc : pl_.accesses_[s])
-        if (acc.mode != Mode::read && !acc.region.empty()) changed_.insert(spec_.arrays[acc.param]);
-    for (const ArrayMeta* a : changed_) pl_.read_cache_.drop(a->id, b_);
+        if (acc.mode != Mode::read && !acc.region.empty())
+          changed_.emplace(spec_.arrays[acc.param]->id, spec_.arrays[acc.param]);
+    for (const auto& [id, a] : changed_) pl_.read_cache_.drop(id, b_);
   }
 
   // One superblock: its arguments resolved, its execute, then the copies after its writes.
@@ -222,7 +226,7 @@ class Planner::Launch {
       direct_[p] = local;
       return;
     }
-    const bool shareable = acc.mode == Mode::read && !changed_.count(a);
+    const bool shareable = acc.mode == Mode::read && !changed_.count({a->id, a});
     if (shareable && use_shared(acc, exec, arg)) return;
     assemble(acc, exec, arg, remote, shareable);
   }
@@ -616,7 +620,8 @@ class Planner::Launch {
   std::unordered_map<const ArrayMeta*, ChunkIndex> index_;
   const ArrayMeta* last_array_ = nullptr;
   const ChunkIndex* last_index_ = nullptr;
-  std::unordered_set<const ArrayMeta*> changed_;
+  // By id, so that the kept copies of changed arrays go in the same order in every run.
+  std::set<std::pair<uint64_t, const ArrayMeta*>> changed_;
   std::unordered_map<SharedKey, SharedRead, SharedKeyHash> shared_;
   std::vector<int> direct_;                        // per parameter: the chunk used in place
   std::vector<std::pair<ChunkRef, TaskId>> temp_;  // per parameter: its own temporary
