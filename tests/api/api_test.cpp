@@ -289,6 +289,35 @@ __device__ void back(dim3 blockIdx, int n, gridspan::Matrix<float> d, const grid
   for (int run = 1; run < 6; ++run) EXPECT_EQ(plans(run), first) << "run " << run;
 }
 
+// A native function's view of const elements is read-only, as a kernel's: a rule that
+// writes it is an error at compile; its parameters are named by their types. (A `const`
+// view passed by value is not part of the function's type, so it cannot say so.)
+TEST(Api, NativeFunctionsConstViewsAreReadOnly) {
+  gs::Context ctx(quiet(1));
+  auto def =
+      gs::NativeDef::from_function("copy_in",
+                                   [](const gs::NativeContext&, gs::Vector<int>,
+                                      const gs::Vector<int>, gs::Vector<const int>, double) {},
+                                   {"out", "in", "more", "scale"});
+  ASSERT_EQ(def.params().size(), 4u);
+  EXPECT_FALSE(def.params()[0].is_const);
+  EXPECT_TRUE(def.params()[2].is_const);
+  EXPECT_EQ(def.params()[0].type_text, "gridspan::Vector<int32>");
+  EXPECT_EQ(def.params()[2].type_text, "const gridspan::Vector<int32>");
+  EXPECT_EQ(def.params()[3].type_text, "float64");
+  auto writes_in = def;
+  writes_in.annotate("global i => write out[i], read in[i], write more[i]");
+  try {
+    ctx.compile(writes_in);
+    ADD_FAILURE() << "a write to a const view was accepted";
+  } catch (const gs::AnnotationError& e) {
+    EXPECT_NE(std::string(e.what()).find("`more` is read-only"), std::string::npos) << e.what();
+  }
+  auto fine = def;
+  fine.annotate("global i => write out[i], read in[i], read more[i]");
+  EXPECT_NO_THROW(ctx.compile(fine));
+}
+
 TEST(Api, PlansAsGraphvizAndMemoryStatistics) {
   gs::Context ctx(quiet(2));
   ctx.keep_plans(true);

@@ -74,24 +74,32 @@ template <class T>
 struct view_traits<Scalar<T>> {
   static constexpr bool is_view = true;
   static constexpr int rank = 0;
+  static constexpr bool read_only = std::is_const_v<T>;
+  static constexpr const char* kind = "Scalar";
   using value_type = std::remove_cv_t<T>;
 };
 template <class T>
 struct view_traits<Vector<T>> {
   static constexpr bool is_view = true;
   static constexpr int rank = 1;
+  static constexpr bool read_only = std::is_const_v<T>;
+  static constexpr const char* kind = "Vector";
   using value_type = std::remove_cv_t<T>;
 };
 template <class T>
 struct view_traits<Matrix<T>> {
   static constexpr bool is_view = true;
   static constexpr int rank = 2;
+  static constexpr bool read_only = std::is_const_v<T>;
+  static constexpr const char* kind = "Matrix";
   using value_type = std::remove_cv_t<T>;
 };
 template <class T>
 struct view_traits<Tensor<T>> {
   static constexpr bool is_view = true;
   static constexpr int rank = 3;
+  static constexpr bool read_only = std::is_const_v<T>;
+  static constexpr const char* kind = "Tensor";
   using value_type = std::remove_cv_t<T>;
 };
 
@@ -104,30 +112,39 @@ struct native_signature : native_signature<decltype(&F::operator())> {};
 template <class C, class R, class... A>
 struct native_signature<R (C::*)(const NativeContext&, A...) const> {
   using args = std::tuple<std::decay_t<A>...>;
+  using declared = std::tuple<std::remove_reference_t<A>...>;  // const kept: read-only views
 };
 template <class C, class R, class... A>
 struct native_signature<R (C::*)(const NativeContext&, A...)> {
   using args = std::tuple<std::decay_t<A>...>;
+  using declared = std::tuple<std::remove_reference_t<A>...>;  // const kept: read-only views
 };
 template <class R, class... A>
 struct native_signature<R (*)(const NativeContext&, A...)> {
   using args = std::tuple<std::decay_t<A>...>;
+  using declared = std::tuple<std::remove_reference_t<A>...>;  // const kept: read-only views
 };
 
-template <class A>
+// A parameter as declared: a view of const elements (`gs::Vector<const float>`) is
+// read-only, so an annotation that writes it is an error at compile, as for a kernel.
+template <class Declared>
 ParamInfo native_param(const std::string& name) {
+  using A = std::remove_const_t<Declared>;
   ParamInfo p;
   p.name = name;
   if constexpr (view_traits<A>::is_view) {
     p.is_array = true;
     p.rank = view_traits<A>::rank;
     p.dtype = dtype_v<typename view_traits<A>::value_type>;
+    p.is_const = std::is_const_v<Declared> || view_traits<A>::read_only;
+    p.type_text = fmt::format("{}gridspan::{}<{}>", p.is_const ? "const " : "",
+                              view_traits<A>::kind, dtype_name(p.dtype));
   } else {
     static_assert(std::is_arithmetic_v<A>,
                   "native function parameters are gridspan views or arithmetic scalars");
     p.dtype = dtype_v<A>;
+    p.type_text = dtype_name(p.dtype);
   }
-  p.type_text = name;
   return p;
 }
 
@@ -147,13 +164,14 @@ class NativeDef {
   template <class F>
   static NativeDef from_function(std::string name, F fn, std::vector<std::string> param_names) {
     using Args = typename detail::native_signature<F>::args;
+    using Declared = typename detail::native_signature<F>::declared;
     NativeDef def;
     def.name_ = std::move(name);
     if (param_names.size() != std::tuple_size_v<Args>)
       throw Error(fmt::format("NativeDef `{}`: {} parameter names for a function of {} parameters",
                               def.name_, param_names.size(), std::tuple_size_v<Args>));
     def.params_ =
-        make_params<Args>(param_names, std::make_index_sequence<std::tuple_size_v<Args>>{});
+        make_params<Declared>(param_names, std::make_index_sequence<std::tuple_size_v<Args>>{});
     def.invoke_ = [fn](const NativeContext& ctx, const GsArrayArg* arrays,
                        const void* const* scalars) {
       call<Args>(fn, ctx, arrays, scalars, std::make_index_sequence<std::tuple_size_v<Args>>{});
