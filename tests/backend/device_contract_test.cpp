@@ -50,14 +50,16 @@ struct Contract : testing::TestWithParam<std::string> {
   }
 
   // Device memory holding `values`, and back.
-  void* upload_all(const std::vector<int>& values) {
-    void* p = dev->allocate(values.size() * 4);
-    dev->copy_from_host(p, values.data(), values.size() * 4);
+  template <class T>
+  void* upload_all(const std::vector<T>& values) {
+    void* p = dev->allocate(values.size() * sizeof(T));
+    dev->copy_from_host(p, values.data(), values.size() * sizeof(T));
     return p;
   }
-  std::vector<int> download_all(const void* p, std::size_t n) {
-    std::vector<int> out(n, poison<int>());
-    dev->copy_to_host(out.data(), p, n * 4);
+  template <class T = int>
+  std::vector<T> download_all(const void* p, std::size_t n) {
+    std::vector<T> out(n, poison<T>());
+    dev->copy_to_host(out.data(), p, n * sizeof(T));
     return out;
   }
 };
@@ -118,11 +120,12 @@ TEST_P(Contract, RegionOperationsMatchTheHost) {
 TEST_P(Contract, DependentWorksRunInOrderAcrossLanes) {
   const int n = 64, works = 24;
   auto g = rng(92);
-  std::vector<int> x0 = random_vector<int>(n, g);
+  std::vector<int64_t> x0(n);  // small, so that 3^24 x stays far inside 64 bits
+  for (auto& v : x0) v = static_cast<int64_t>(g() % 2001) - 1000;
   void* x = upload_all(x0);
   std::vector<void*> adds;
-  for (int k = 1; k <= works; ++k) adds.push_back(upload_all(std::vector<int>(n, k)));
-  void* threes = upload_all(std::vector<int>(n, 3));
+  for (int k = 1; k <= works; ++k) adds.push_back(upload_all(std::vector<int64_t>(n, k)));
+  void* threes = upload_all(std::vector<int64_t>(n, 3));
   const Rect box(1, {0, 0, 0}, {n, 1, 1});
   std::vector<std::promise<std::exception_ptr>> done(works);
   std::vector<std::future<std::exception_ptr>> reports;
@@ -133,21 +136,21 @@ TEST_P(Contract, DependentWorksRunInOrderAcrossLanes) {
     if (dev->asynchronous() && last) after.push_back(last);
     last = dev->submit(
         [&, k] {
-          dev->combine(x, box, threes, box, annotation::ReduceOp::mul, DType::i32);
-          dev->combine(x, box, adds[k], box, annotation::ReduceOp::add, DType::i32);
+          dev->combine(x, box, threes, box, annotation::ReduceOp::mul, DType::i64);
+          dev->combine(x, box, adds[k], box, annotation::ReduceOp::add, DType::i64);
         },
         [&, k](std::exception_ptr e) { done[k].set_value(e); }, after);
     // A synchronous device orders nothing itself: the worker waits for each dependency.
     if (!dev->asynchronous()) reports[k].wait();
   }
   for (auto& r : reports) EXPECT_EQ(r.get(), nullptr);
-  std::vector<int> want = x0;
+  std::vector<int64_t> want = x0;
   for (int k = 1; k <= works; ++k)
-    for (int& v : want) v = static_cast<int>(3u * static_cast<unsigned>(v) + unsigned(k));
-  EXPECT_EQ(download_all(x, n), want);
-  dev->deallocate(x, n * 4);
-  dev->deallocate(threes, n * 4);
-  for (void* p : adds) dev->deallocate(p, n * 4);
+    for (int64_t& v : want) v = 3 * v + k;
+  EXPECT_EQ(download_all<int64_t>(x, n), want);
+  dev->deallocate(x, n * 8);
+  dev->deallocate(threes, n * 8);
+  for (void* p : adds) dev->deallocate(p, n * 8);
 }
 
 // A work that throws reports that error (and runs nothing more); the device stays usable.
