@@ -13,9 +13,9 @@
 
 namespace gridspan::backend {
 
-void Device::copy_shared(void*, const Rect&, const std::vector<unsigned char>&, const Rect&,
-                         const Rect&, std::size_t) {
-  throw SharingError(fmt::format("{} cannot reach the memory of another process", name()));
+void Device::copy_lent(void*, const Rect&, const std::vector<unsigned char>&, const Rect&,
+                       const Rect&, std::size_t) {
+  throw LendingError(fmt::format("{} cannot reach the memory of another process", name()));
 }
 
 std::unique_ptr<Backend> make_backend(const Config& config) {

@@ -20,9 +20,9 @@
 
 namespace gridspan::backend {
 
-/// Memory another process shared cannot be reached from this device (Device::copy_shared):
+/// Memory another process lent cannot be reached from this device (Device::copy_lent):
 /// the data go the long way instead.
-class SharingError : public NetError {
+class LendingError : public NetError {
  public:
   using NetError::NetError;
 };
@@ -95,27 +95,26 @@ class Device {
   /// launch their own GPU work; null on the cpu backend.
   virtual void* stream() const = 0;
 
-  // Memory shared with another process of this node, so that a transfer between ranks is
+  // Memory lent to another process of this node, so that a transfer between ranks is
   // one copy between devices instead of a trip through host memory and the network (the
   // cuda backend: CUDA IPC over NVLink or PCIe; the cpu backend: the kernel's cross-memory
-  // attach). Devices that cannot share keep these defaults.
+  // attach). Devices that cannot lend keep these defaults.
 
   /// How another process of this node may reach `bytes` of this device's memory at `ptr`,
-  /// as bytes for it to pass to its device's copy_shared; empty when it cannot.
-  virtual std::vector<unsigned char> share(const void* ptr, std::size_t bytes) {
+  /// as bytes for it to pass to its device's copy_lent; empty when it cannot.
+  virtual std::vector<unsigned char> lend(const void* ptr, std::size_t bytes) {
     (void)ptr, (void)bytes;
     return {};
   }
   /// Inside submitted work: copies `region` of the box `src_rect` that starts where
-  /// `shared` (another process's share) points into this device's memory. Throws
-  /// SharingError when that memory cannot be reached from here (the caller sends the bytes
+  /// `lent` (another process's description of memory it lends) points into this device's memory.
+  /// Throws LendingError when that memory cannot be reached from here (the caller sends the bytes
   /// instead); anything else is the copy's own failure. Every call is followed by one
-  /// release_shared once the work has finished (failed or not).
-  virtual void copy_shared(void* dst, const Rect& dst_rect,
-                           const std::vector<unsigned char>& shared, const Rect& src_rect,
-                           const Rect& region, std::size_t elem_size);
-  /// The copy of `shared` has finished: what copy_shared opened for it may be closed.
-  virtual void release_shared(const std::vector<unsigned char>& shared) { (void)shared; }
+  /// release_lent once the work has finished (failed or not).
+  virtual void copy_lent(void* dst, const Rect& dst_rect, const std::vector<unsigned char>& lent,
+                         const Rect& src_rect, const Rect& region, std::size_t elem_size);
+  /// The copy of `lent` has finished: what copy_lent opened for it may be closed.
+  virtual void release_lent(const std::vector<unsigned char>& lent) { (void)lent; }
 };
 
 /// What the compiler needs of a kernel.

@@ -1,4 +1,4 @@
-// Descriptions of device memory lent to another process of the node (Device::share): a
+// Descriptions of device memory lent to another process of the node (Device::lend): a
 // plain struct whose first member is a 4-byte `magic`, sent as its bytes (both processes
 // are one build on one node).
 #pragma once

@@ -62,11 +62,11 @@ const std::vector<Setting> kSettings = {
      "under mpirun: one run over every rank, rank 0 driving; off makes every rank a run of its "
      "own",
      "on"},
-    {"GRIDSPAN_SHARE_MEMORY", K::flag, &C::share_memory,
+    {"GRIDSPAN_LEND_MEMORY", K::flag, &C::lend_memory,
      "under mpirun: ranks of one node copy transfers straight from each other's devices (CUDA "
      "IPC; cpu devices: cross-memory attach) instead of through host memory and MPI",
      "on"},
-    {"GRIDSPAN_SHARE_MIN", K::size, &C::share_min,
+    {"GRIDSPAN_LEND_MIN", K::size, &C::lend_min,
      "the smallest transfer that goes so (smaller ones go through MPI; opening another "
      "process's GPU memory costs about a millisecond)",
      "8MiB"},

@@ -110,7 +110,7 @@ struct Send {
   int to;
   TransferId transfer;
   /// The receiver writes device memory (a Recv, not a RecvHost): on one node it may copy
-  /// from this rank's device itself (runtime::DataLink::may_share).
+  /// from this rank's device itself (runtime::DataLink::may_lend).
   bool to_device = false;
 };
 /// Writes what the Send of `transfer` on rank `from` read into `region` of a chunk; ready

@@ -31,7 +31,7 @@ Cluster::Cluster(Process& process, const Config& config)
   service_ = std::make_unique<WorkerService>(
       transport_, local_->worker(), nullptr, [this](const BarrierReport& r) { on_report(r); }, 0);
   service_->on_error([this](const RankError& e) { on_error(e); });
-  if (config.share_memory) service_->share_with(transport_.node_peers(), config.share_min);
+  if (config.lend_memory) service_->lend_to(transport_.node_peers(), config.lend_min);
   service_->on_message([this](net::Message& m) { return on_message(m); });
   net::Writer w;
   write_config(w, config);

@@ -252,7 +252,7 @@ std::optional<int> Process::serve_session(const net::Message& open) {
     service =
         std::make_unique<WorkerService>(*transport_, local->worker(), nullptr, nullptr, driver);
     service->compile_with(&local->backend());
-    if (config.share_memory) service->share_with(transport_->node_peers(), config.share_min);
+    if (config.lend_memory) service->lend_to(transport_->node_peers(), config.lend_min);
     service->on_message([&](net::Message& m) {
       if (m.tag != tag::stats_request) return false;
       net::Writer w;

@@ -40,39 +40,39 @@ void WorkerService::send(int to, plan::TransferId transfer, Bytes data) {
   transport_.send(to, tag::data, std::move(data));
 }
 
-void WorkerService::share_with(const std::vector<int>& peers, std::size_t min_bytes) {
-  std::lock_guard lock(share_mutex_);
-  shares_.assign(transport_.size(), 0);
+void WorkerService::lend_to(const std::vector<int>& peers, std::size_t min_bytes) {
+  std::lock_guard lock(lend_mutex_);
+  lends_.assign(transport_.size(), 0);
   for (int r : peers)
-    if (r >= 0 && r < transport_.size() && r != transport_.rank()) shares_[r] = 1;
-  share_min_ = min_bytes;
+    if (r >= 0 && r < transport_.size() && r != transport_.rank()) lends_[r] = 1;
+  lend_min_ = min_bytes;
 }
 
-bool WorkerService::may_share(int to, std::size_t bytes) const {
-  std::lock_guard lock(share_mutex_);
-  return to >= 0 && std::size_t(to) < shares_.size() && shares_[to] && bytes >= share_min_;
+bool WorkerService::may_lend(int to, std::size_t bytes) const {
+  std::lock_guard lock(lend_mutex_);
+  return to >= 0 && std::size_t(to) < lends_.size() && lends_[to] && bytes >= lend_min_;
 }
 
-void WorkerService::send_shared(int to, plan::TransferId transfer, const Rect& rect,
-                                std::vector<unsigned char> shared) {
+void WorkerService::send_lent(int to, plan::TransferId transfer, const Rect& rect,
+                              std::vector<unsigned char> lent) {
   net::Writer w;
   w.u64(transfer);
   w.rect(rect);
-  w.bytes(shared.data(), shared.size());
-  transport_.send(to, tag::shared, std::move(w.buffer()));
+  w.bytes(lent.data(), lent.size());
+  transport_.send(to, tag::lent, std::move(w.buffer()));
 }
 
-void WorkerService::shared_done(int to, plan::TransferId transfer, SharedReply reply) {
+void WorkerService::lent_done(int to, plan::TransferId transfer, LentReply reply) {
   net::Writer w;
   w.u64(transfer);
   w.u8(static_cast<uint8_t>(reply));
-  transport_.send(to, tag::shared_done, std::move(w.buffer()));
+  transport_.send(to, tag::lent_done, std::move(w.buffer()));
 }
 
-void WorkerService::recall_shared(int to, plan::TransferId transfer) {
+void WorkerService::recall_lent(int to, plan::TransferId transfer) {
   net::Writer w;
   w.u64(transfer);
-  transport_.send(to, tag::shared_recall, std::move(w.buffer()));
+  transport_.send(to, tag::lent_recall, std::move(w.buffer()));
 }
 
 void WorkerService::fail(int to, plan::TransferId transfer, const std::exception_ptr& error) {
@@ -224,35 +224,35 @@ void WorkerService::dispatch_loop() {
           worker_.deliver(transfer, std::move(m->body));
           break;
         }
-        case tag::shared: {
+        case tag::lent: {
           net::Reader r(m->body.data(), m->body.size(), "lent memory message");
           const plan::TransferId transfer = r.u64("transfer number");
           const Rect rect = r.rect("lent box");
-          std::vector<unsigned char> shared = r.bytes("lent memory", 4096);
+          std::vector<unsigned char> lent = r.bytes("lent memory", 4096);
           r.finish();
-          worker_.deliver_shared(transfer, m->source, rect, std::move(shared));
+          worker_.deliver_lent(transfer, m->source, rect, std::move(lent));
           break;
         }
-        case tag::shared_done: {
+        case tag::lent_done: {
           net::Reader r(m->body.data(), m->body.size(), "lent memory done message");
           const plan::TransferId transfer = r.u64("transfer number");
           const uint8_t reply = r.u8("reply");
           r.finish();
-          if (reply > static_cast<uint8_t>(SharedReply::declined))
+          if (reply > static_cast<uint8_t>(LentReply::declined))
             r.fail(fmt::format("reply {} to lent memory", reply));
-          if (reply == static_cast<uint8_t>(SharedReply::unreachable)) {
+          if (reply == static_cast<uint8_t>(LentReply::unreachable)) {
             // That rank cannot reach this one's memory: bytes from now on.
-            std::lock_guard lock(share_mutex_);
-            if (std::size_t(m->source) < shares_.size()) shares_[m->source] = 0;
+            std::lock_guard lock(lend_mutex_);
+            if (std::size_t(m->source) < lends_.size()) lends_[m->source] = 0;
           }
-          worker_.shared_done(transfer, static_cast<SharedReply>(reply));
+          worker_.lent_done(transfer, static_cast<LentReply>(reply));
           break;
         }
-        case tag::shared_recall: {
+        case tag::lent_recall: {
           net::Reader r(m->body.data(), m->body.size(), "lent memory recall");
           const plan::TransferId transfer = r.u64("transfer number");
           r.finish();
-          worker_.recall_shared(transfer);
+          worker_.recall_lent(transfer);
           break;
         }
         case tag::data_failed: {

@@ -37,9 +37,9 @@ constexpr uint32_t stats_request = 19;  // driver → worker: send your memory f
 constexpr uint32_t stats = 20;          // worker → driver: them
 constexpr uint32_t exit = 21;           // driver → worker: the process ends, with this code
 constexpr uint32_t closed = 22;         // worker → driver: its part of the session has ended
-constexpr uint32_t shared = 23;         // worker → worker: where a transfer's data lie, lent
-constexpr uint32_t shared_done = 24;    // worker → worker: done with lent memory (or send it)
-constexpr uint32_t shared_recall = 25;  // worker → worker: give lent memory back if you can
+constexpr uint32_t lent = 23;           // worker → worker: where a transfer's data lie, lent
+constexpr uint32_t lent_done = 24;      // worker → worker: done with lent memory (or send it)
+constexpr uint32_t lent_recall = 25;    // worker → worker: give lent memory back if you can
 constexpr uint32_t trace = 26;          // worker → driver: its trace events, before `closed`
 }  // namespace tag
 
@@ -79,17 +79,17 @@ class WorkerService final : public DataLink {
   WorkerService& operator=(const WorkerService&) = delete;
 
   /// Ranks of this node (`peers`) may copy transfers of at least `min_bytes` from this
-  /// rank's devices themselves (DataLink::may_share); until a rank says it cannot.
-  void share_with(const std::vector<int>& peers, std::size_t min_bytes);
+  /// rank's devices themselves (DataLink::may_lend); until a rank says it cannot.
+  void lend_to(const std::vector<int>& peers, std::size_t min_bytes);
 
   void send(int to, plan::TransferId transfer, Bytes data) override;
   void fail(int to, plan::TransferId transfer, const std::exception_ptr& error) override;
   int rank() const override { return transport_.rank(); }
-  bool may_share(int to, std::size_t bytes) const override;
-  void send_shared(int to, plan::TransferId transfer, const Rect& rect,
-                   std::vector<unsigned char> shared) override;
-  void shared_done(int to, plan::TransferId transfer, SharedReply reply) override;
-  void recall_shared(int to, plan::TransferId transfer) override;
+  bool may_lend(int to, std::size_t bytes) const override;
+  void send_lent(int to, plan::TransferId transfer, const Rect& rect,
+                 std::vector<unsigned char> lent) override;
+  void lent_done(int to, plan::TransferId transfer, LentReply reply) override;
+  void recall_lent(int to, plan::TransferId transfer) override;
   /// Blocks until the driver's shutdown message has come; rethrows what stopped the
   /// dispatcher (a malformed message, a failed transport).
   void serve_until_shutdown();
@@ -123,9 +123,9 @@ class WorkerService final : public DataLink {
   int driver_;
   backend::Backend* backend_ = nullptr;
   std::unordered_map<net::ExecutableId, std::shared_ptr<const plan::Executable>> compiled_;
-  mutable std::mutex share_mutex_;
-  std::vector<char> shares_;  // per rank: may copy from this rank's devices
-  std::size_t share_min_ = 0;
+  mutable std::mutex lend_mutex_;
+  std::vector<char> lends_;  // per rank: may copy from this rank's devices
+  std::size_t lend_min_ = 0;
   mutable std::mutex mutex_;
   std::condition_variable stopped_;
   bool shutdown_ = false;

@@ -282,7 +282,7 @@ void Worker::process(std::deque<Node*>& work, int here) {
           } else if (auto* d = std::get_if<plan::DeleteChunk>(&t.payload)) {
             memory_.destroy(d->chunk);
           } else if (auto* h = std::get_if<plan::RecvHost>(&t.payload)) {
-            if (!node->shared.empty())
+            if (!node->lent.empty())
               throw NetError(
                   fmt::format("internal error: task {} (RecvHost) got lent device memory", t.id));
             check_transfer_size(t, node->transfer.size(), h->region, h->elem_size);
@@ -371,9 +371,9 @@ void Worker::process(std::deque<Node*>& work, int here) {
     // other side is done: nothing may be queued on the device behind them.
     if (auto* send = std::get_if<plan::Send>(&t.payload))
       node->lends = send->to_device && link_ &&
-                    link_->may_share(send->to, static_cast<std::size_t>(send->region.volume()) *
-                                                   send->elem_size);
-    else if (std::holds_alternative<plan::Recv>(t.payload) && !node->shared.empty())
+                    link_->may_lend(send->to, static_cast<std::size_t>(send->region.volume()) *
+                                                  send->elem_size);
+    else if (std::holds_alternative<plan::Recv>(t.payload) && !node->lent.empty())
       node->lends = true, held_.erase(std::get<plan::Recv>(t.payload).transfer);
     if (dev == here && !devices_[dev]->asynchronous()) {
       lock.unlock();
@@ -457,9 +457,9 @@ void Worker::check_transfer(Node* node, std::exception_ptr& error) {
 // that the device has read them (or where they lie, when it lends them); a Recv that
 // copied lent memory tells the sender it is done with it.
 bool Worker::after_run(Node* node, std::exception_ptr& error) {
-  if (check_transfers_ && !error && node->shared.empty()) check_transfer(node, error);
+  if (check_transfers_ && !error && node->lent.empty()) check_transfer(node, error);
   const Task& t = node->task;
-  if (auto* r = std::get_if<plan::Recv>(&t.payload); r && !node->shared.empty()) {
+  if (auto* r = std::get_if<plan::Recv>(&t.payload); r && !node->lent.empty()) {
     DataLink* link = this->link();
     try {
       if (!link)
@@ -467,17 +467,17 @@ bool Worker::after_run(Node* node, std::exception_ptr& error) {
             fmt::format("internal error: task {} copied lent memory, but "
                         "this worker has no connection to other processes",
                         t.id));
-      if (node->share_refused && !error) {
+      if (node->lend_refused && !error) {
         // Out of this device's reach: the bytes come the long way; the Recv, still staged,
         // waits for them (registered before it asks, as they may come at once).
-        node->shared.clear();
+        node->lent.clear();
         node->refetch = true;
         return park(awaiting_, r->transfer, node,
-                    [&] { link->shared_done(r->from, r->transfer, SharedReply::unreachable); });
+                    [&] { link->lent_done(r->from, r->transfer, LentReply::unreachable); });
       }
-      if (!node->share_refused) devices_[t.device]->release_shared(node->shared);
-      node->shared.clear();
-      link->shared_done(r->from, r->transfer, SharedReply::copied);
+      if (!node->lend_refused) devices_[t.device]->release_lent(node->lent);
+      node->lent.clear();
+      link->lent_done(r->from, r->transfer, LentReply::copied);
     } catch (...) {
       node->refetch = false;
       if (!error) error = std::current_exception();
@@ -493,9 +493,9 @@ bool Worker::after_run(Node* node, std::exception_ptr& error) {
           fmt::format("internal error: task {} sends to rank {}, but this worker has "
                       "no connection to other processes",
                       t.id, s->to));
-    if (!node->shared.empty())  // the receiver copies from this device; then the Send ends
+    if (!node->lent.empty())  // the receiver copies from this device; then the Send ends
       return park(lent_, s->transfer, node,
-                  [&] { link->send_shared(s->to, s->transfer, node->shared_rect, node->shared); });
+                  [&] { link->send_lent(s->to, s->transfer, node->lent_rect, node->lent); });
     link->send(s->to, s->transfer, std::move(node->transfer));
   } catch (...) {
     error = std::current_exception();
@@ -564,15 +564,15 @@ void Worker::ran_on_device(Node* node, int dev, std::exception_ptr error) {
   callbacks_.fetch_sub(1, std::memory_order_release);
 }
 
-void Worker::deliver_shared(plan::TransferId transfer, int from, const Rect& rect,
-                            std::vector<unsigned char> shared) {
-  if (shared.empty())
+void Worker::deliver_lent(plan::TransferId transfer, int from, const Rect& rect,
+                          std::vector<unsigned char> lent) {
+  if (lent.empty())
     throw NetError(fmt::format("transfer {}: lent memory without a description", transfer));
-  arrive(transfer, Arrival{{}, nullptr, std::move(shared), rect, from});
+  arrive(transfer, Arrival{{}, nullptr, std::move(lent), rect, from});
 }
 
-void Worker::shared_done(plan::TransferId transfer, SharedReply reply) {
-  const bool copied = reply == SharedReply::copied;
+void Worker::lent_done(plan::TransferId transfer, LentReply reply) {
+  const bool copied = reply == LentReply::copied;
   Node* node = nullptr;
   {
     std::lock_guard<AdaptiveMutex> lock(mutex_);
@@ -585,17 +585,17 @@ void Worker::shared_done(plan::TransferId transfer, SharedReply reply) {
     ++(copied ? stats_.transfers_lent : stats_.transfers_refused);
   }
   callbacks_.fetch_add(1, std::memory_order_relaxed);
-  node->shared.clear();
+  node->lent.clear();
   if (copied) {
     complete(node, nullptr, -1);
   } else {
-    node->share_refused = true;  // the bytes, read on the device as for any Send
+    node->lend_refused = true;  // the bytes, read on the device as for any Send
     relaunch(node);
   }
   callbacks_.fetch_sub(1, std::memory_order_release);
 }
 
-void Worker::recall_shared(plan::TransferId transfer) {
+void Worker::recall_lent(plan::TransferId transfer) {
   std::lock_guard<AdaptiveMutex> lock(mutex_);
   decline(transfer);  // a copy begun (or done) ends on its own
 }
@@ -608,18 +608,18 @@ void Worker::ease_memory() {
   for (auto& [transfer, node] : lent_)
     if (!node->recalled) {
       node->recalled = true;
-      link_->recall_shared(std::get<plan::Send>(node->task.payload).to, transfer);
+      link_->recall_lent(std::get<plan::Send>(node->task.payload).to, transfer);
     }
 }
 
 // A Recv that will not run (it fails) is done with the memory lent to it: the Send ends.
 void Worker::drop_lent(Node& node) {
   auto* r = std::get_if<plan::Recv>(&node.task.payload);
-  if (!r || node.shared.empty()) return;
+  if (!r || node.lent.empty()) return;
   held_.erase(r->transfer);
-  node.shared.clear();
+  node.lent.clear();
   try {
-    if (link_) link_->shared_done(r->from, r->transfer, SharedReply::copied);
+    if (link_) link_->lent_done(r->from, r->transfer, LentReply::copied);
   } catch (...) {
     // The lending rank is gone: nothing waits for the reply.
   }
@@ -637,13 +637,13 @@ bool Worker::decline(plan::TransferId transfer) {
     auto b = std::find(blocked_.begin(), blocked_.end(), node);
     if (node->missing == 0 && b == blocked_.end()) return false;
     if (b != blocked_.end()) blocked_.erase(b), node->queued = false;
-    node->shared.clear();
+    node->lent.clear();
     ++node->missing;
     ++node->unordered;
     awaiting_[transfer] = node;
   }
   held_.erase(it);
-  if (link_) link_->shared_done(from, transfer, SharedReply::declined);
+  if (link_) link_->lent_done(from, transfer, LentReply::declined);
   return true;
 }
 
@@ -675,7 +675,7 @@ void Worker::arrive(plan::TransferId transfer, Arrival arrival) {
     std::lock_guard<AdaptiveMutex> lock(mutex_);
     auto it = awaiting_.find(transfer);
     if (it == awaiting_.end()) {
-      const int from = arrival.shared.empty() ? -1 : arrival.from;
+      const int from = arrival.lent.empty() ? -1 : arrival.from;
       if (!arrived_.emplace(transfer, std::move(arrival)).second)
         throw NetError(fmt::format("transfer {} arrived twice", transfer));
       if (from >= 0) held_[transfer] = Held{nullptr, from};
@@ -687,13 +687,13 @@ void Worker::arrive(plan::TransferId transfer, Arrival arrival) {
       node->refetch = false;
       std::exception_ptr error = arrival.error;
       take(*node, std::move(arrival));
-      if (!node->shared.empty())
+      if (!node->lent.empty())
         error = std::make_exception_ptr(NetError(fmt::format(
             "transfer {}: lent memory again where its bytes were asked for", transfer)));
       refetched = node;
       refetch_error = error;
     } else {
-      if (!arrival.shared.empty()) held_[transfer] = Held{node, arrival.from};
+      if (!arrival.lent.empty()) held_[transfer] = Held{node, arrival.from};
       take(*node, std::move(arrival));
       --node->unordered;
       if (--node->missing == 0 && !node->queued && !node->launched) {
@@ -734,8 +734,8 @@ void Worker::fail_transfers(const std::exception_ptr& error) {
 
 void Worker::take(Node& node, Arrival arrival) {
   node.transfer = std::move(arrival.data);
-  node.shared = std::move(arrival.shared);
-  node.shared_rect = arrival.shared_rect;
+  node.lent = std::move(arrival.lent);
+  node.lent_rect = arrival.lent_rect;
   if (arrival.error && !node.error) node.error = arrival.error;
 }
 
@@ -792,28 +792,28 @@ void Worker::run_payload(Node* node) {
           dev.download(p.dst, p.dst_rect, data(p.src), p.src.rect, p.region, p.elem_size);
         } else if constexpr (std::is_same_v<P, plan::Send>) {
           const std::size_t n = static_cast<std::size_t>(p.region.volume()) * p.elem_size;
-          if (node->lends && !node->share_refused) {
+          if (node->lends && !node->lend_refused) {
             // The receiver copies the region from this device itself, if the device can
             // lend its memory; else the bytes go as for any Send.
-            node->shared =
-                dev.share(data(p.src), static_cast<std::size_t>(p.src.rect.volume()) * p.elem_size);
-            node->shared_rect = p.src.rect;
-            if (!node->shared.empty()) return;
+            node->lent =
+                dev.lend(data(p.src), static_cast<std::size_t>(p.src.rect.volume()) * p.elem_size);
+            node->lent_rect = p.src.rect;
+            if (!node->lent.empty()) return;
           }
           // Room for what a DataLink appends (a number); pinned where the backend has it.
           node->transfer = Bytes::uninitialized(n, 16);
           dev.download(node->transfer.data(), p.region, data(p.src), p.src.rect, p.region,
                        p.elem_size);
         } else if constexpr (std::is_same_v<P, plan::Recv>) {
-          if (!node->shared.empty()) {
-            if (!node->shared_rect.contains(p.region))
+          if (!node->lent.empty()) {
+            if (!node->lent_rect.contains(p.region))
               throw NetError(fmt::format("task {} (Recv) of region {}: rank {} lent the box {}",
-                                         t.id, p.region.str(), p.from, node->shared_rect.str()));
+                                         t.id, p.region.str(), p.from, node->lent_rect.str()));
             try {
-              dev.copy_shared(data(p.dst), p.dst.rect, node->shared, node->shared_rect, p.region,
-                              p.elem_size);
-            } catch (const backend::SharingError& e) {
-              node->share_refused = true;  // the sender sends the bytes instead
+              dev.copy_lent(data(p.dst), p.dst.rect, node->lent, node->lent_rect, p.region,
+                            p.elem_size);
+            } catch (const backend::LendingError& e) {
+              node->lend_refused = true;  // the sender sends the bytes instead
               log::info("rank {} sends its data the long way: {}", p.from, e.what());
             }
             return;

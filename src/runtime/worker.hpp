@@ -46,7 +46,7 @@ std::string failed_task_name(int rank, plan::TaskId task, const std::string& wha
 std::optional<plan::TaskId> failed_task(const std::string& message);
 
 /// What the receiver of lent memory says when it is done with it.
-enum class SharedReply : uint8_t {
+enum class LentReply : uint8_t {
   copied = 0,       // the data are copied (or the Recv failed): the Send is done
   unreachable = 1,  // that memory is out of the receiver's reach: send the bytes, now and on
   declined = 2,     // the receiver is short of memory, or the sender is: send the bytes
@@ -67,31 +67,31 @@ class DataLink {
   virtual int rank() const = 0;
 
   // Transfers between processes of one node may skip host memory and the network: the Send
-  // lends its device memory (Device::share), the Recv's device copies from there, and the
+  // lends its device memory (Device::lend), the Recv's device copies from there, and the
   // Send finishes once the receiver says it is done with it.
 
   /// Whether a Send of `bytes` to rank `to` may lend its memory.
-  virtual bool may_share(int to, std::size_t bytes) const {
+  virtual bool may_lend(int to, std::size_t bytes) const {
     (void)to, (void)bytes;
     return false;
   }
   /// Tells rank `to` where the data of `transfer` are: the box `rect` of memory that
-  /// `shared` describes. Must not block on the network.
-  virtual void send_shared(int to, plan::TransferId transfer, const Rect& rect,
-                           std::vector<unsigned char> shared) {
-    (void)to, (void)transfer, (void)rect, (void)shared;
+  /// `lent` describes. Must not block on the network.
+  virtual void send_lent(int to, plan::TransferId transfer, const Rect& rect,
+                         std::vector<unsigned char> lent) {
+    (void)to, (void)transfer, (void)rect, (void)lent;
     throw NetError("internal error: this connection cannot lend memory");
   }
   /// Tells rank `to` that the memory it lent for `transfer` is no longer needed: copied, or
   /// not, when it is out of reach from here or when this rank is short of memory, so that
   /// it sends the bytes instead. Must not block on the network.
-  virtual void shared_done(int to, plan::TransferId transfer, SharedReply reply) {
+  virtual void lent_done(int to, plan::TransferId transfer, LentReply reply) {
     (void)to, (void)transfer, (void)reply;
     throw NetError("internal error: this connection cannot lend memory");
   }
   /// Asks rank `to` to give back the memory lent for `transfer` unless its copy has begun
   /// (this rank is short of memory). Must not block on the network.
-  virtual void recall_shared(int to, plan::TransferId transfer) {
+  virtual void recall_lent(int to, plan::TransferId transfer) {
     (void)to, (void)transfer;
     throw NetError("internal error: this connection cannot lend memory");
   }
@@ -125,15 +125,15 @@ class Worker {
   void deliver(plan::TransferId transfer, Bytes data);
   /// A transfer that will never come: its Recv fails with `error`.
   void deliver_failure(plan::TransferId transfer, std::exception_ptr error);
-  /// Where another process of this node lent the data of a transfer (DataLink::send_shared):
-  /// the Recv copies them from there, then tells the sender (shared_done).
-  void deliver_shared(plan::TransferId transfer, int from, const Rect& rect,
-                      std::vector<unsigned char> shared);
+  /// Where another process of this node lent the data of a transfer (DataLink::send_lent):
+  /// the Recv copies them from there, then tells the sender (lent_done).
+  void deliver_lent(plan::TransferId transfer, int from, const Rect& rect,
+                    std::vector<unsigned char> lent);
   /// The receiver of a Send that lent its memory is done with it: the Send finishes, or
   /// (when it did not copy) sends the bytes after all.
-  void shared_done(plan::TransferId transfer, SharedReply reply);
+  void lent_done(plan::TransferId transfer, LentReply reply);
   /// The sender of lent memory wants it back: declined unless the copy has begun.
-  void recall_shared(plan::TransferId transfer);
+  void recall_lent(plan::TransferId transfer);
   /// Every Recv waiting for its data fails with `error` (the rank they would come from is
   /// gone, or the session ends), so that nothing waits for them forever.
   void fail_transfers(const std::exception_ptr& error);
@@ -168,15 +168,15 @@ class Worker {
     std::exception_ptr run_error;  // what the device reported then
     backend::Device::Ticket ticket = 0;  // the device's name for it, once launched
     Bytes transfer;                      // a Send's data once read, a Recv's once arrived
-    // Transfers within a node (DataLink::may_share): the memory a Send lent, or where a
-    // Recv copies from, described (Device::share), and the box it holds.
-    std::vector<unsigned char> shared;
-    Rect shared_rect;
-    bool share_refused = false;  // the receiver could not reach the memory: bytes go
-    bool lends = false;          // launched as a Send that lends or a Recv that copies lent memory:
-                                 // done only once the other side is, so nothing is queued behind it
-    bool refetch = false;        // a Recv waiting for the bytes after all
-    bool recalled = false;       // a lending Send whose memory was asked back
+    // Transfers within a node (DataLink::may_lend): the memory a Send lent, or where a
+    // Recv copies from, described (Device::lend), and the box it holds.
+    std::vector<unsigned char> lent;
+    Rect lent_rect;
+    bool lend_refused = false;  // the receiver could not reach the memory: bytes go
+    bool lends = false;         // launched as a Send that lends or a Recv that copies lent memory:
+                                // done only once the other side is, so nothing is queued behind it
+    bool refetch = false;       // a Recv waiting for the bytes after all
+    bool recalled = false;      // a lending Send whose memory was asked back
   };
   // After a task ran on its device: a Send's data go to their rank, a Recv that copied
   // lent memory says so. False when the task is not done yet: a Send whose lent memory
@@ -225,9 +225,9 @@ class Worker {
   // Transfers that arrived before their Recv was submitted, and Recvs waiting for theirs.
   struct Arrival {
     Bytes data;
-    std::exception_ptr error;           // set: the data will never come, and why
-    std::vector<unsigned char> shared;  // or where they are (another process lent them)
-    Rect shared_rect;
+    std::exception_ptr error;         // set: the data will never come, and why
+    std::vector<unsigned char> lent;  // or where they are (another process lent them)
+    Rect lent_rect;
     int from = -1;  // the lending rank
   };
   std::unordered_map<plan::TransferId, Node*> lent_;  // Sends whose memory is being copied

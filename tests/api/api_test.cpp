@@ -103,14 +103,14 @@ TEST(Api, ConfigFromTheEnvironment) {
     EXPECT_TRUE(gs::Config::from_env().cpu_async);
   }
   {
-    EXPECT_TRUE(gs::Config::from_env().share_memory);
-    EXPECT_EQ(gs::Config::from_env().share_min, std::size_t(8) << 20);
-    Env a("GRIDSPAN_SHARE_MEMORY", "off"), b("GRIDSPAN_SHARE_MIN", "64KiB");
-    EXPECT_FALSE(gs::Config::from_env().share_memory);
-    EXPECT_EQ(gs::Config::from_env().share_min, std::size_t(64) << 10);
+    EXPECT_TRUE(gs::Config::from_env().lend_memory);
+    EXPECT_EQ(gs::Config::from_env().lend_min, std::size_t(8) << 20);
+    Env a("GRIDSPAN_LEND_MEMORY", "off"), b("GRIDSPAN_LEND_MIN", "64KiB");
+    EXPECT_FALSE(gs::Config::from_env().lend_memory);
+    EXPECT_EQ(gs::Config::from_env().lend_min, std::size_t(64) << 10);
   }
   {
-    Env a("GRIDSPAN_SHARE_MIN", "a little");
+    Env a("GRIDSPAN_LEND_MIN", "a little");
     EXPECT_THROW(gs::Config::from_env(), gs::ConfigError);
   }
 }

@@ -52,7 +52,7 @@ TEST(CpuDevice, CopiesAreMemoryCopies) {
 // Memory a cpu device lends is copied by another process's device straight from this
 // process (cross-memory attach): a child, forked before the values change here, sees the
 // new ones, region by region. In one process the copy is a plain one. A description that
-// is not a cpu device's cannot be opened (SharingError: the bytes go the long way), and a
+// is not a cpu device's cannot be opened (LendingError: the bytes go the long way), and a
 // box larger than what was lent is an error.
 TEST(CpuDevice, AnotherProcessCopiesTheMemoryItLends) {
   auto g = rng(12);
@@ -62,8 +62,8 @@ TEST(CpuDevice, AnotherProcessCopiesTheMemoryItLends) {
   auto* chunk = static_cast<int*>(d.allocate(box.volume() * 4));
   std::vector<int> old = random_vector<int>(box.volume(), g);
   std::memcpy(chunk, old.data(), old.size() * 4);
-  const std::vector<unsigned char> shared = d.share(chunk, box.volume() * 4);
-  ASSERT_FALSE(shared.empty());
+  const std::vector<unsigned char> lent = d.lend(chunk, box.volume() * 4);
+  ASSERT_FALSE(lent.empty());
   auto expect_region = [&](const std::vector<int>& out, const std::vector<int>& from) {
     int wrong = 0;
     for (int64_t i = out_box.lo[0]; i < out_box.hi[0]; ++i)
@@ -77,7 +77,7 @@ TEST(CpuDevice, AnotherProcessCopiesTheMemoryItLends) {
   {  // one process
     std::vector<int> out(out_box.volume(), poison<int>());
     CpuDevice e(1, 1 << 20, 1);
-    e.copy_shared(out.data(), out_box, shared, box, region, 4);
+    e.copy_lent(out.data(), out_box, lent, box, region, 4);
     EXPECT_EQ(expect_region(out, old), 0);
   }
   int go[2];
@@ -92,8 +92,8 @@ TEST(CpuDevice, AnotherProcessCopiesTheMemoryItLends) {
     std::vector<int> out(out_box.volume(), poison<int>());
     CpuDevice e(1, 1 << 20, 1);
     try {
-      e.copy_shared(out.data(), out_box, shared, box, region, 4);
-    } catch (const backend::SharingError&) {
+      e.copy_lent(out.data(), out_box, lent, box, region, 4);
+    } catch (const backend::LendingError&) {
       _exit(2);  // not allowed here (ptrace restrictions)
     } catch (...) {
       _exit(4);
@@ -113,12 +113,11 @@ TEST(CpuDevice, AnotherProcessCopiesTheMemoryItLends) {
   }
   EXPECT_EQ(WEXITSTATUS(status), 0) << "1: wrong values, 4: another error";
   std::vector<int> out(out_box.volume());
-  std::vector<unsigned char> gpu_like = shared;
+  std::vector<unsigned char> gpu_like = lent;
   gpu_like[2] = 'c';
-  EXPECT_THROW(d.copy_shared(out.data(), out_box, gpu_like, box, region, 4), backend::SharingError);
-  EXPECT_THROW(
-      d.copy_shared(out.data(), out_box, shared, Rect(2, {0, 0, 0}, {41, 50, 1}), region, 4),
-      NetError);
+  EXPECT_THROW(d.copy_lent(out.data(), out_box, gpu_like, box, region, 4), backend::LendingError);
+  EXPECT_THROW(d.copy_lent(out.data(), out_box, lent, Rect(2, {0, 0, 0}, {41, 50, 1}), region, 4),
+               NetError);
   d.deallocate(chunk, box.volume() * 4);
 }
 

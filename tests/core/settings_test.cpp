@@ -77,7 +77,7 @@ TEST(Settings, SizesUpTo64Bits) {
 
 // One flag policy: anything that is not a flag keeps the default and warns, once.
 TEST(Settings, ABadFlagKeepsTheDefaultAndWarnsOnce) {
-  for (const char* name : {"GRIDSPAN_MPI", "GRIDSPAN_CPU_ASYNC", "GRIDSPAN_SHARE_MEMORY",
+  for (const char* name : {"GRIDSPAN_MPI", "GRIDSPAN_CPU_ASYNC", "GRIDSPAN_LEND_MEMORY",
                            "GRIDSPAN_STREAM_ORDER", "GRIDSPAN_CHECK"}) {
     Env a(name, "sometimes");
     testing::internal::CaptureStderr();
@@ -123,7 +123,7 @@ TEST(Settings, BadValuesOfOtherKindsAreErrors) {
   for (auto [name, bad] :
        {std::pair{"GRIDSPAN_CPU_DEVICES", "lots"}, std::pair{"GRIDSPAN_GPUS", "-2"},
         std::pair{"GRIDSPAN_BACKEND", "gpu"}, std::pair{"GRIDSPAN_NET_TIMEOUT", "5s"},
-        std::pair{"GRIDSPAN_SHARE_MIN", "a little"}}) {
+        std::pair{"GRIDSPAN_LEND_MIN", "a little"}}) {
     Env a(name, bad);
     try {
       Config::from_env();

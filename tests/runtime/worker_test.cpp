@@ -144,10 +144,10 @@ class AsyncDevice final : public backend::cpu::LaneDevice {
   std::atomic<int> jitter_us{0};         // each work takes up to this long more
   std::atomic<bool> unreachable{false};  // memory other workers lend is out of its reach
 
-  void copy_shared(void* dst, const Rect& dst_rect, const std::vector<unsigned char>& shared,
-                   const Rect& src_rect, const Rect& region, std::size_t elem_size) override {
-    if (unreachable) throw backend::SharingError("a test device that reaches no other's memory");
-    LaneDevice::copy_shared(dst, dst_rect, shared, src_rect, region, elem_size);
+  void copy_lent(void* dst, const Rect& dst_rect, const std::vector<unsigned char>& lent,
+                 const Rect& src_rect, const Rect& region, std::size_t elem_size) override {
+    if (unreachable) throw backend::LendingError("a test device that reaches no other's memory");
+    LaneDevice::copy_lent(dst, dst_rect, lent, src_rect, region, elem_size);
   }
 
  protected:
@@ -361,17 +361,17 @@ struct Link : DataLink {
     ranks[rank]->worker->deliver_failure(transfer, error);
   }
   int rank() const override { return me; }
-  bool may_share(int, std::size_t) const override { return lend; }
-  void send_shared(int rank, plan::TransferId transfer, const Rect& rect,
-                   std::vector<unsigned char> shared) override {
+  bool may_lend(int, std::size_t) const override { return lend; }
+  void send_lent(int rank, plan::TransferId transfer, const Rect& rect,
+                 std::vector<unsigned char> lent) override {
     if (transfers) ++*transfers;
-    ranks[rank]->worker->deliver_shared(transfer, me, rect, std::move(shared));
+    ranks[rank]->worker->deliver_lent(transfer, me, rect, std::move(lent));
   }
-  void shared_done(int rank, plan::TransferId transfer, SharedReply reply) override {
-    later([=, this] { ranks[rank]->worker->shared_done(transfer, reply); });
+  void lent_done(int rank, plan::TransferId transfer, LentReply reply) override {
+    later([=, this] { ranks[rank]->worker->lent_done(transfer, reply); });
   }
-  void recall_shared(int rank, plan::TransferId transfer) override {
-    later([=, this] { ranks[rank]->worker->recall_shared(transfer); });
+  void recall_lent(int rank, plan::TransferId transfer) override {
+    later([=, this] { ranks[rank]->worker->recall_lent(transfer); });
   }
 };
 

@@ -54,12 +54,12 @@ struct Config {
   /// Under mpirun: one run over every rank, rank 0 driving (GRIDSPAN_MPI, default on); off
   /// makes every rank a run of its own (a Context with it off is this process's alone).
   bool mpi = true;
-  /// Under mpirun: a transfer of at least `share_min` bytes between ranks of one node goes
+  /// Under mpirun: a transfer of at least `lend_min` bytes between ranks of one node goes
   /// from device to device, the receiving rank copying from memory the sending one lends
   /// (GPUs: CUDA IPC; cpu devices: cross-memory attach), instead of through host memory and
-  /// MPI (GRIDSPAN_SHARE_MEMORY, GRIDSPAN_SHARE_MIN).
-  bool share_memory = true;
-  std::size_t share_min = std::size_t(8) << 20;
+  /// MPI (GRIDSPAN_LEND_MEMORY, GRIDSPAN_LEND_MIN).
+  bool lend_memory = true;
+  std::size_t lend_min = std::size_t(8) << 20;
   /// Ranks of one node share it: this rank uses share `node_rank` of `node_ranks` equal
   /// shares of its GPUs, and of the default memory and threads of the cpu backend and the
   /// host (set by gridspan under mpirun, not by the environment).

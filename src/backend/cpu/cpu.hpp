@@ -53,9 +53,9 @@ class CpuDevice final : public Device {
                 const Rect& region, std::size_t elem_size) override;
   void synchronize() override {}
   void* stream() const override { return nullptr; }
-  std::vector<unsigned char> share(const void* ptr, std::size_t bytes) override;
-  void copy_shared(void* dst, const Rect& dst_rect, const std::vector<unsigned char>& shared,
-                   const Rect& src_rect, const Rect& region, std::size_t elem_size) override;
+  std::vector<unsigned char> lend(const void* ptr, std::size_t bytes) override;
+  void copy_lent(void* dst, const Rect& dst_rect, const std::vector<unsigned char>& lent,
+                 const Rect& src_rect, const Rect& region, std::size_t elem_size) override;
 
   int threads() const { return static_cast<int>(threads_.size()); }
   /// Runs piece(0) .. piece(pieces - 1) on the calling thread and on whichever of this
@@ -140,16 +140,14 @@ class LaneDevice : public Device {
   }
   void synchronize() override {}
   void* stream() const override { return nullptr; }
-  std::vector<unsigned char> share(const void* ptr, std::size_t bytes) override {
-    return inner_.share(ptr, bytes);
+  std::vector<unsigned char> lend(const void* ptr, std::size_t bytes) override {
+    return inner_.lend(ptr, bytes);
   }
-  void copy_shared(void* dst, const Rect& dst_rect, const std::vector<unsigned char>& shared,
-                   const Rect& src_rect, const Rect& region, std::size_t elem_size) override {
-    inner_.copy_shared(dst, dst_rect, shared, src_rect, region, elem_size);
+  void copy_lent(void* dst, const Rect& dst_rect, const std::vector<unsigned char>& lent,
+                 const Rect& src_rect, const Rect& region, std::size_t elem_size) override {
+    inner_.copy_lent(dst, dst_rect, lent, src_rect, region, elem_size);
   }
-  void release_shared(const std::vector<unsigned char>& shared) override {
-    inner_.release_shared(shared);
-  }
+  void release_lent(const std::vector<unsigned char>& lent) override { inner_.release_lent(lent); }
 
  protected:
   /// Called with each submitted work's ticket and the works unfinished then (its own too).

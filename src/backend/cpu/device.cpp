@@ -89,7 +89,7 @@ void CpuDevice::copy(void* dst, const Rect& dst_rect, const void* src, const Rec
 // kernel's cross-memory attach): one copy, no pipe or socket in between. Both sides are one
 // build on one node, so the description is a plain struct.
 namespace {
-struct SharedHost {
+struct LentHost {
   char magic[4] = {'g', 's', 'h', '1'};
   uint32_t pid = 0;
   uint64_t address = 0;
@@ -97,21 +97,20 @@ struct SharedHost {
 };
 }  // namespace
 
-std::vector<unsigned char> CpuDevice::share(const void* ptr, std::size_t bytes) {
-  SharedHost h;
+std::vector<unsigned char> CpuDevice::lend(const void* ptr, std::size_t bytes) {
+  LentHost h;
   h.pid = static_cast<uint32_t>(getpid());
   h.address = reinterpret_cast<uint64_t>(ptr);
   h.bytes = bytes;
   return pack_lent(h);
 }
 
-void CpuDevice::copy_shared(void* dst, const Rect& dst_rect,
-                            const std::vector<unsigned char>& shared, const Rect& src_rect,
-                            const Rect& region, std::size_t elem_size) {
-  SharedHost h;
-  if (!unpack_lent(shared, h))
-    throw SharingError(
-        fmt::format("{}: the shared memory's description is not a cpu device's", name()));
+void CpuDevice::copy_lent(void* dst, const Rect& dst_rect, const std::vector<unsigned char>& lent,
+                          const Rect& src_rect, const Rect& region, std::size_t elem_size) {
+  LentHost h;
+  if (!unpack_lent(lent, h))
+    throw LendingError(
+        fmt::format("{}: the lent memory's description is not a cpu device's", name()));
   check_lent_box(name(), src_rect, elem_size, h.bytes);
   const auto* src = reinterpret_cast<const void*>(h.address);
   if (h.pid == static_cast<uint32_t>(getpid())) {  // ranks of one process (tests)
@@ -128,7 +127,7 @@ void CpuDevice::copy_shared(void* dst, const Rect& dst_rect,
     const ssize_t got = process_vm_readv(static_cast<pid_t>(h.pid), local.data(), local.size(),
                                          remote.data(), remote.size(), 0);
     if (got < 0 && first && (errno == EPERM || errno == EACCES || errno == ENOSYS))
-      throw SharingError(fmt::format("{} cannot read the memory of process {}: {}", name(), h.pid,
+      throw LendingError(fmt::format("{} cannot read the memory of process {}: {}", name(), h.pid,
                                      std::strerror(errno)));
     if (got < 0 || std::size_t(got) != want)
       throw NetError(fmt::format("{}: reading {} bytes of process {} gave {} ({})", name(), want,
@@ -211,29 +210,29 @@ void CpuDevice::parallel(int pieces, const std::function<void(int)>& piece) {
     int left = 0;
     std::exception_ptr error;
   };
-  auto shared = std::make_shared<Shared>();
-  shared->pieces = pieces;
-  shared->piece = &piece;
-  shared->left = pieces;
-  auto claim = [shared] {
-    for (int i; (i = shared->next.fetch_add(1, std::memory_order_relaxed)) < shared->pieces;) {
+  auto lent = std::make_shared<Shared>();
+  lent->pieces = pieces;
+  lent->piece = &piece;
+  lent->left = pieces;
+  auto claim = [lent] {
+    for (int i; (i = lent->next.fetch_add(1, std::memory_order_relaxed)) < lent->pieces;) {
       std::exception_ptr error;
       try {
-        (*shared->piece)(i);
+        (*lent->piece)(i);
       } catch (...) {
         error = std::current_exception();
       }
-      std::lock_guard lock(shared->mutex);
-      if (error && !shared->error) shared->error = error;
-      if (--shared->left == 0) shared->ended.notify_all();
+      std::lock_guard lock(lent->mutex);
+      if (error && !lent->error) lent->error = error;
+      if (--lent->left == 0) lent->ended.notify_all();
     }
   };
   if (const int helpers = std::min(pieces, threads()) - 1; helpers > 0)
     enqueue(Task{claim, nullptr}, helpers);
   claim();
-  std::unique_lock lock(shared->mutex);
-  shared->ended.wait(lock, [&] { return shared->left == 0; });
-  if (shared->error) std::rethrow_exception(shared->error);
+  std::unique_lock lock(lent->mutex);
+  lent->ended.wait(lock, [&] { return lent->left == 0; });
+  if (lent->error) std::rethrow_exception(lent->error);
 }
 
 void CpuDevice::executor_loop() {

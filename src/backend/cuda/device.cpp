@@ -558,7 +558,7 @@ void CudaDevice::combine(void* dst, const Rect& dst_rect, const void* src, const
 // the allocation the memory lies in, and where in it. Both sides are one build on one
 // node, so the description is a plain struct.
 namespace {
-struct SharedGpu {
+struct LentGpu {
   char magic[4] = {'g', 's', 'c', '1'};
   uint32_t pid = 0;
   CUipcMemHandle handle{};
@@ -567,24 +567,24 @@ struct SharedGpu {
   uint64_t bytes = 0;
 };
 
-SharedGpu read_shared(const std::vector<unsigned char>& shared, const std::string& where) {
-  SharedGpu g;
-  if (!unpack_lent(shared, g))
-    throw SharingError(fmt::format("{}: the shared memory's description is not a GPU's", where));
+LentGpu read_lent(const std::vector<unsigned char>& lent, const std::string& where) {
+  LentGpu g;
+  if (!unpack_lent(lent, g))
+    throw LendingError(fmt::format("{}: the lent memory's description is not a GPU's", where));
   return g;
 }
 
-std::string handle_key(const SharedGpu& g) {
+std::string handle_key(const LentGpu& g) {
   return std::string(reinterpret_cast<const char*>(&g.handle), sizeof g.handle);
 }
 }  // namespace
 
-std::vector<unsigned char> CudaDevice::share(const void* ptr, std::size_t bytes) {
+std::vector<unsigned char> CudaDevice::lend(const void* ptr, std::size_t bytes) {
   bind();
   CUdeviceptr base = 0;
   std::size_t size = 0;
   const auto p = reinterpret_cast<CUdeviceptr>(ptr);
-  SharedGpu g;
+  LentGpu g;
   if (api_.cuMemGetAddressRange(&base, &size, p) != CUDA_SUCCESS ||
       api_.cuIpcGetMemHandle(&g.handle, base) != CUDA_SUCCESS)
     return {};  // not memory IPC can lend: the bytes go through the host
@@ -595,11 +595,10 @@ std::vector<unsigned char> CudaDevice::share(const void* ptr, std::size_t bytes)
   return pack_lent(g);
 }
 
-void CudaDevice::copy_shared(void* dst, const Rect& dst_rect,
-                             const std::vector<unsigned char>& shared, const Rect& src_rect,
-                             const Rect& region, std::size_t elem) {
-  CUstream s = current_stream("copy_shared");
-  const SharedGpu g = read_shared(shared, name_);
+void CudaDevice::copy_lent(void* dst, const Rect& dst_rect, const std::vector<unsigned char>& lent,
+                           const Rect& src_rect, const Rect& region, std::size_t elem) {
+  CUstream s = current_stream("copy_lent");
+  const LentGpu g = read_lent(lent, name_);
   check_lent_box(name_, src_rect, elem, g.bytes);
   CUdeviceptr src = 0;
   if (g.pid == static_cast<uint32_t>(getpid())) {
@@ -611,7 +610,7 @@ void CudaDevice::copy_shared(void* dst, const Rect& dst_rect,
       CUresult r = api_.cuIpcOpenMemHandle(&o.base, g.handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
       if (r != CUDA_SUCCESS) {
         opened_.erase(handle_key(g));
-        throw SharingError(
+        throw LendingError(
             fmt::format("{} cannot open GPU memory of process {}: {}", name_, g.pid, describe(r)));
       }
     }
@@ -623,8 +622,8 @@ void CudaDevice::copy_shared(void* dst, const Rect& dst_rect,
 }
 
 // Closed once no copy uses it (before this rank's reply lets the lender free it).
-void CudaDevice::release_shared(const std::vector<unsigned char>& shared) {
-  const SharedGpu g = read_shared(shared, name_);
+void CudaDevice::release_lent(const std::vector<unsigned char>& lent) {
+  const LentGpu g = read_lent(lent, name_);
   if (g.pid == static_cast<uint32_t>(getpid())) return;
   std::lock_guard lock(opened_mutex_);
   auto it = opened_.find(handle_key(g));

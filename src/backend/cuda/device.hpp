@@ -61,10 +61,10 @@ class CudaDevice final : public Device {
                 const Rect& region, std::size_t elem_size) override;
   void synchronize() override;
   void* stream() const override;
-  std::vector<unsigned char> share(const void* ptr, std::size_t bytes) override;
-  void copy_shared(void* dst, const Rect& dst_rect, const std::vector<unsigned char>& shared,
-                   const Rect& src_rect, const Rect& region, std::size_t elem_size) override;
-  void release_shared(const std::vector<unsigned char>& shared) override;
+  std::vector<unsigned char> lend(const void* ptr, std::size_t bytes) override;
+  void copy_lent(void* dst, const Rect& dst_rect, const std::vector<unsigned char>& lent,
+                 const Rect& src_rect, const Rect& region, std::size_t elem_size) override;
+  void release_lent(const std::vector<unsigned char>& lent) override;
 
   int ordinal() const { return ordinal_; }
   int arch() const { return arch_; }  // compute capability as 90 for 9.0
