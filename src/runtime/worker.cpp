@@ -254,167 +254,208 @@ void Worker::scheduler_loop() {
   }
 }
 
-// Runs ready tasks until none is left: inline tasks here; device tasks are staged and
-// handed to their device or, when `here` is that device's executor thread, run right here,
-// so a finished task's successors continue on the same thread without a hand-off.
+// Runs ready tasks until none is left: inline tasks here; device tasks are admitted,
+// staged and handed to their device or, when `here` is that device's executor thread, run
+// right here, so a finished task's successors continue on the same thread without a
+// hand-off.
 void Worker::process(std::deque<Node*>& work, int here) {
   std::unique_lock<AdaptiveMutex> lock(mutex_);
   while (!work.empty()) {
     Node* node = work.front();
     work.pop_front();
-    Task& t = node->task;
     if (node->missing > 0 && node->error) {
       // Released early, but a dependency has failed since: it waits for the others, then
       // is skipped like any task after a failure.
       node->queued = false;
       continue;
     }
-    bool skip = node->error && !runs_after_failure(t);
+    const bool skip = node->error && !runs_after_failure(node->task);
     if (skip) drop_lent(*node);
-    if (skip || runs_inline(t)) {
-      std::exception_ptr error = node->error;
-      if (!node->uses.empty()) memory_.retire(t.id, node->uses);
-      if (!skip) {
-        lock.unlock();
-        try {
-          if (auto* c = std::get_if<plan::CreateChunk>(&t.payload)) {
-            memory_.create(c->chunk, c->bytes, t.device);
-          } else if (auto* d = std::get_if<plan::DeleteChunk>(&t.payload)) {
-            memory_.destroy(d->chunk);
-          } else if (auto* h = std::get_if<plan::RecvHost>(&t.payload)) {
-            if (!node->lent.empty())
-              throw NetError(
-                  fmt::format("internal error: task {} (RecvHost) got lent device memory", t.id));
-            check_transfer_size(t, node->transfer.size(), h->region, h->elem_size);
-            backend::copy_region(h->dst, h->dst_rect, node->transfer.data(), h->region, h->region,
-                                 h->elem_size);
-            node->transfer = Bytes();  // back to the pool now
-          }
-        } catch (...) {
-          if (!error) error = std::current_exception();
-        }
-        lock.lock();
-      }
-      finish(node, error, work);
+    if (skip || runs_inline(node->task)) {
+      run_inline(node, skip, lock, work);
       continue;
     }
-    std::exception_ptr error;
-    if (!node->sized) {
-      std::size_t bytes = 0;
-      try {
-        for (const ChunkUse& use : node->uses) bytes += memory_.bytes(use.chunk);
-      } catch (const Error& e) {
-        error = std::make_exception_ptr(
-            Error(fmt::format("{} (task {} {} on device {})", e.what(), t.id, t.kind(), t.device)));
-      }
-      node->staged_bytes = bytes;
-      node->sized = true;
-    }
-    int dev = t.device;
+    std::exception_ptr error = size_of(node);
     if (!error) {
-      if (staged_tasks_[dev] > 0 && staged_bytes_[dev] + node->staged_bytes > staging_limit_[dev]) {
-        ++stats_.stage_retries;
-        blocked_.push_back(node);
-        if (!held_.empty() || !lent_.empty()) ease_memory();
-        continue;
-      }
-      // Reserve the admission, then stage: at once when every chunk is resident, else
-      // without the scheduler's lock, since staging may move data between spaces (disk I/O)
-      // and finishing tasks must not wait for that.
-      const int ahead = staged_tasks_[dev];
-      staged_bytes_[dev] += node->staged_bytes;
-      ++staged_tasks_[dev];
-      uint64_t epoch = unstage_epoch_;
-      bool staged = false;
-      try {
-        staged = memory_.try_stage_resident(node->uses);
-      } catch (...) {
-        error = std::current_exception();
-      }
-      if (!staged && !error) {
-        lock.unlock();
-        try {
-          staged = memory_.try_stage(node->uses, ahead);
-        } catch (...) {
-          error = std::current_exception();
-        }
-        lock.lock();
-      }
-      if (error || !staged) {
-        staged_bytes_[dev] -= node->staged_bytes;
-        --staged_tasks_[dev];
-      }
-      if (!error && !staged) {
-        ++stats_.stage_retries;
-        // Something unstaged while it tried: try again now, or it would wait for the next.
-        if (unstage_epoch_ != epoch) {
-          work.push_back(node);
-        } else {
-          blocked_.push_back(node);
-          if (!held_.empty() || !lent_.empty()) ease_memory();
-        }
-        continue;
-      }
+      const Staged staged = admit_and_stage(node, lock, work, error);
+      if (staged == Staged::later) continue;
     }
     if (error) {
-      drop_lent(*node);
-      memory_.retire(t.id, node->uses);
-      if (node->missing > 0) {  // released early: reported once its dependencies are
-        node->ran = true;
-        node->run_error = error;
-      } else {
-        finish(node, error, work);
-      }
+      fail_unstaged(node, error, work);
       continue;
     }
-    // A Send that lends its memory, and a Recv that copies lent memory, end only once the
-    // other side is done: nothing may be queued on the device behind them.
-    if (auto* send = std::get_if<plan::Send>(&t.payload))
-      node->lends = send->to_device && link_ &&
-                    link_->may_lend(send->to, static_cast<std::size_t>(send->region.volume()) *
-                                                  send->elem_size);
-    else if (std::holds_alternative<plan::Recv>(t.payload) && !node->lent.empty())
-      node->lends = true, held_.erase(std::get<plan::Recv>(t.payload).transfer);
-    if (dev == here && !devices_[dev]->asynchronous()) {
-      lock.unlock();
-      std::exception_ptr e;
-      try {
-        run_task(node);
-      } catch (...) {
-        e = std::current_exception();
-      }
-      if (after_run(node, e)) {
-        unstage(node, e);
-        lock.lock();
-        finish(node, e, work);
-      } else {
-        lock.lock();
-      }
-    } else {
-      // Dependencies still running were queued on this device before: it orders this work
-      // after them itself (stream waits on a GPU), without a round trip through the host.
-      std::vector<backend::Device::Ticket> after;
-      if (node->missing > 0)
-        for (TaskId dep : t.deps)
-          if (auto p = pending_.find(dep); p != pending_.end() && p->second.launched)
-            after.push_back(p->second.ticket);
-      node->launched = true;
-      node->ticket = devices_[dev]->submit_on(
-          queue_of(t), [this, node] { run_task(node); },
-          [this, node, dev](std::exception_ptr e) { ran_on_device(node, dev, e); }, after);
-      if (devices_[dev]->asynchronous()) ++stats_.tasks_submitted;
-      if (!after.empty()) ++stats_.tasks_released_early;
-      // Successors on this device whose other dependencies are queued there too can go now.
-      for (TaskId s : node->successors) {
-        Node& succ = pending_.at(s);
-        if (ordered_on_device(*node, succ) && --succ.unordered == 0 && releasable(succ)) {
-          succ.queued = true;
-          work.push_back(&succ);
-        }
-      }
-    }
+    mark_lending(*node);
+    if (node->task.device == here && !devices_[here]->asynchronous())
+      run_here(node, lock, work);
+    else
+      launch(node, work);
   }
   if (progress_ && !blocked_.empty()) wake_scheduler_.notify_one();
+}
+
+// Create, Delete, Barrier and RecvHost tasks run on the calling thread (a skipped one only
+// finishes, with its error). Takes and gives back the lock.
+void Worker::run_inline(Node* node, bool skip, std::unique_lock<AdaptiveMutex>& lock,
+                        std::deque<Node*>& work) {
+  Task& t = node->task;
+  std::exception_ptr error = node->error;
+  if (!node->uses.empty()) memory_.retire(t.id, node->uses);
+  if (!skip) {
+    lock.unlock();
+    try {
+      if (auto* c = std::get_if<plan::CreateChunk>(&t.payload)) {
+        memory_.create(c->chunk, c->bytes, t.device);
+      } else if (auto* d = std::get_if<plan::DeleteChunk>(&t.payload)) {
+        memory_.destroy(d->chunk);
+      } else if (auto* h = std::get_if<plan::RecvHost>(&t.payload)) {
+        if (!node->lent.empty())
+          throw NetError(
+              fmt::format("internal error: task {} (RecvHost) got lent device memory", t.id));
+        check_transfer_size(t, node->transfer.size(), h->region, h->elem_size);
+        backend::copy_region(h->dst, h->dst_rect, node->transfer.data(), h->region, h->region,
+                             h->elem_size);
+        node->transfer = Bytes();  // back to the pool now
+      }
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+    lock.lock();
+  }
+  finish(node, error, work);
+}
+
+// The bytes of the task's chunks, counted once (they exist by the time it is ready).
+std::exception_ptr Worker::size_of(Node* node) {
+  if (node->sized) return nullptr;
+  const Task& t = node->task;
+  std::exception_ptr error;
+  std::size_t bytes = 0;
+  try {
+    for (const ChunkUse& use : node->uses) bytes += memory_.bytes(use.chunk);
+  } catch (const Error& e) {
+    error = std::make_exception_ptr(
+        Error(fmt::format("{} (task {} {} on device {})", e.what(), t.id, t.kind(), t.device)));
+  }
+  node->staged_bytes = bytes;
+  node->sized = true;
+  return error;
+}
+
+// Admission (at most the staging limit of bytes per device, beyond the first task), then
+// staging: at once when every chunk is resident, else without the scheduler's lock, since
+// staging may move data between spaces (disk I/O) and finishing tasks must not wait for
+// that. `later`: the task waits (for memory, or tries again now after an unstage).
+Worker::Staged Worker::admit_and_stage(Node* node, std::unique_lock<AdaptiveMutex>& lock,
+                                       std::deque<Node*>& work, std::exception_ptr& error) {
+  const int dev = node->task.device;
+  if (staged_tasks_[dev] > 0 && staged_bytes_[dev] + node->staged_bytes > staging_limit_[dev]) {
+    ++stats_.stage_retries;
+    blocked_.push_back(node);
+    if (!held_.empty() || !lent_.empty()) ease_memory();
+    return Staged::later;
+  }
+  const int ahead = staged_tasks_[dev];
+  staged_bytes_[dev] += node->staged_bytes;
+  ++staged_tasks_[dev];
+  const uint64_t epoch = unstage_epoch_;
+  bool staged = false;
+  try {
+    staged = memory_.try_stage_resident(node->uses);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (!staged && !error) {
+    lock.unlock();
+    try {
+      staged = memory_.try_stage(node->uses, ahead);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+  }
+  if (staged) return Staged::now;
+  staged_bytes_[dev] -= node->staged_bytes;
+  --staged_tasks_[dev];
+  if (error) return Staged::now;  // the caller finishes it with the error
+  ++stats_.stage_retries;
+  // Something unstaged while it tried: try again now, or it would wait for the next.
+  if (unstage_epoch_ != epoch) {
+    work.push_back(node);
+  } else {
+    blocked_.push_back(node);
+    if (!held_.empty() || !lent_.empty()) ease_memory();
+  }
+  return Staged::later;
+}
+
+// A task that could not be staged (or sized) fails; one released early is reported once
+// its dependencies are.
+void Worker::fail_unstaged(Node* node, const std::exception_ptr& error, std::deque<Node*>& work) {
+  drop_lent(*node);
+  memory_.retire(node->task.id, node->uses);
+  if (node->missing > 0) {
+    node->ran = true;
+    node->run_error = error;
+  } else {
+    finish(node, error, work);
+  }
+}
+
+// A Send that lends its memory, and a Recv that copies lent memory, end only once the other
+// side is done: nothing may be queued on the device behind them.
+void Worker::mark_lending(Node& node) {
+  const Task& t = node.task;
+  if (auto* send = std::get_if<plan::Send>(&t.payload))
+    node.lends = send->to_device && link_ &&
+                 link_->may_lend(send->to,
+                                 static_cast<std::size_t>(send->region.volume()) * send->elem_size);
+  else if (std::holds_alternative<plan::Recv>(t.payload) && !node.lent.empty())
+    node.lends = true, held_.erase(std::get<plan::Recv>(t.payload).transfer);
+}
+
+// On this device's own executor thread (a synchronous device): the task runs now.
+void Worker::run_here(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::deque<Node*>& work) {
+  lock.unlock();
+  std::exception_ptr e;
+  try {
+    run_task(node);
+  } catch (...) {
+    e = std::current_exception();
+  }
+  if (after_run(node, e)) {
+    unstage(node, e);
+    lock.lock();
+    finish(node, e, work);
+  } else {
+    lock.lock();
+  }
+}
+
+// Submits the task to its device. Dependencies still running were queued on this device
+// before: it orders this work after them itself (stream waits on a GPU), without a round
+// trip through the host; successors on this device whose other dependencies are queued
+// there too can go now.
+void Worker::launch(Node* node, std::deque<Node*>& work) {
+  const Task& t = node->task;
+  const int dev = t.device;
+  std::vector<backend::Device::Ticket> after;
+  if (node->missing > 0)
+    for (TaskId dep : t.deps)
+      if (auto p = pending_.find(dep); p != pending_.end() && p->second.launched)
+        after.push_back(p->second.ticket);
+  node->launched = true;
+  node->ticket = devices_[dev]->submit_on(
+      queue_of(t), [this, node] { run_task(node); },
+      [this, node, dev](std::exception_ptr e) { ran_on_device(node, dev, e); }, after);
+  if (devices_[dev]->asynchronous()) ++stats_.tasks_submitted;
+  if (!after.empty()) ++stats_.tasks_released_early;
+  for (TaskId s : node->successors) {
+    Node& succ = pending_.at(s);
+    if (ordered_on_device(*node, succ) && --succ.unordered == 0 && releasable(succ)) {
+      succ.queued = true;
+      work.push_back(&succ);
+    }
+  }
 }
 
 // GRIDSPAN_CHECK_TRANSFERS (a debugging aid; meaningful with GRIDSPAN_STREAM_ORDER=0, when

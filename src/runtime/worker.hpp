@@ -202,7 +202,18 @@ class Worker {
   bool ordered_on_device(const Node& dep, const Node& succ) const;
   bool releasable(const Node& node) const;
   void scheduler_loop();
+  // The steps of taking a ready task to its device (process), each a function.
   void process(std::deque<Node*>& work, int here);
+  void run_inline(Node* node, bool skip, std::unique_lock<AdaptiveMutex>& lock,
+                  std::deque<Node*>& work);
+  std::exception_ptr size_of(Node* node);
+  enum class Staged { now, later };
+  Staged admit_and_stage(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::deque<Node*>& work,
+                         std::exception_ptr& error);
+  void fail_unstaged(Node* node, const std::exception_ptr& error, std::deque<Node*>& work);
+  void mark_lending(Node& node);
+  void run_here(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::deque<Node*>& work);
+  void launch(Node* node, std::deque<Node*>& work);
   void run_task(Node* node);     // on an executor thread, reported to the observer
   void run_payload(Node* node);  // does the task's work
   void unstage(Node* node, std::exception_ptr& error);
