@@ -402,18 +402,12 @@ runtime::Driver* Kernel::driver_ptr() const {
 
 namespace {
 
+// What it throws, run_program reports.
 int run_app(const Config& config, const std::function<void(Context&)>& app) {
-  try {
-    Context ctx(config.with_env());
-    app(ctx);
-    ctx.synchronize();
-    return 0;
-  } catch (const Error& e) {
-    std::fprintf(stderr, "gridspan error: %s\n", e.what());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-  }
-  return 1;
+  Context ctx(config.with_env());
+  app(ctx);
+  ctx.synchronize();
+  return 0;
 }
 
 }  // namespace

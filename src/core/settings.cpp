@@ -255,8 +255,7 @@ std::string show(const Setting& s, const Config& c) {
     case Kind::tooling:
       break;
   }
-  const char* v = std::getenv(s.name);
-  return v ? v : "";
+  return "";  // tooling: no field of a run
 }
 
 void check_unknown(char** environ) {

@@ -59,6 +59,11 @@ Runner& Driver::live() const {
   return *r;
 }
 
+plan::Planner& Driver::planner() {
+  live();  // the planner goes with the runner
+  return *planner_;
+}
+
 plan::TaskId Driver::submit(plan::Plan plan) {
   const plan::TaskId done = plan.done;
   live().submit(std::move(plan));
@@ -75,10 +80,9 @@ std::shared_ptr<plan::ArrayMeta> Driver::create_array(DType dtype, const Dim& sh
   for (const ChunkSpec& c : dist.chunks(shape, device_count()))
     meta->chunks.push_back(plan::ChunkMeta{0, c.region, c.owned, c.device});
   std::lock_guard<std::mutex> lock(mutex_);
-  live();
   meta->id = ++next_array_;
-  planner_->assign_chunk_ids(*meta);
-  submit(planner_->create_array(*meta, static_cast<const unsigned char*>(fill)));
+  planner().assign_chunk_ids(*meta);
+  submit(planner().create_array(*meta, static_cast<const unsigned char*>(fill)));
   return meta;
 }
 
@@ -96,24 +100,21 @@ void Driver::release_array(const plan::ArrayMeta& meta) noexcept {
 plan::TaskId Driver::write_array(const plan::ArrayMeta& meta, std::vector<unsigned char> data) {
   auto shared = std::make_shared<const std::vector<unsigned char>>(std::move(data));
   std::lock_guard<std::mutex> lock(mutex_);
-  live();
-  return submit(planner_->write_array(meta, shared));
+  return submit(planner().write_array(meta, shared));
 }
 
 void Driver::read_array(const plan::ArrayMeta& meta, void* dst) {
   plan::TaskId done;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    live();
-    done = submit(planner_->read_array(meta, dst));
+    done = submit(planner().read_array(meta, dst));
   }
   wait(done);
 }
 
 plan::TaskId Driver::launch(const plan::LaunchSpec& spec) {
   std::lock_guard<std::mutex> lock(mutex_);
-  live();
-  plan::Plan plan = planner_->launch(spec);
+  plan::Plan plan = planner().launch(spec);
   if (keep_plans_) last_dot_ = plan.to_dot();
   return submit(std::move(plan));
 }

@@ -60,8 +60,9 @@ class Driver {
 
  private:
   plan::TaskId submit(plan::Plan plan);
-  // The runner while the run lasts; a gs::Error after end().
+  // The runner and the planner while the run lasts; a gs::Error after end().
   Runner& live() const;
+  plan::Planner& planner();
 
   Config config_;
   std::unique_ptr<Runner> runner_;  // null once the run has ended

@@ -14,6 +14,10 @@
 
 namespace gridspan::runtime {
 
+namespace {
+
+// The ABI view of one superblock's arguments: `arrays[p]` and `scalars[p]` for each
+// parameter (both of params.size()).
 void frame_arguments(const std::vector<ParamInfo>& params, const plan::ExecFrame& frame,
                      GsArrayArg* arrays, const void** scalars) {
   const plan::Execute& ex = frame.exec;
@@ -42,8 +46,6 @@ void frame_arguments(const std::vector<ParamInfo>& params, const plan::ExecFrame
     }
   }
 }
-
-namespace {
 
 // The ABI arguments of one superblock: on the stack for up to 16 parameters.
 struct FrameArguments {

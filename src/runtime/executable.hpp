@@ -60,9 +60,4 @@ void register_native(std::shared_ptr<const NativeExecutable> native);
 /// The function registered under `name`, or null.
 std::shared_ptr<const NativeExecutable> find_native(const std::string& name);
 
-/// The ABI view of one superblock's arguments: `arrays[p]` and `scalars[p]` for each
-/// parameter (both of params.size()).
-void frame_arguments(const std::vector<ParamInfo>& params, const plan::ExecFrame& frame,
-                     GsArrayArg* arrays, const void** scalars);
-
 }  // namespace gridspan::runtime

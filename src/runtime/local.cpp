@@ -1,13 +1,7 @@
 // This process's devices as a Runner (see local.hpp).
 #include "runtime/local.hpp"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-
 #include <unistd.h>
-
-#include <nlohmann/json.hpp>
 
 #include "core/log.hpp"
 

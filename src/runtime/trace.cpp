@@ -23,12 +23,7 @@ double observer_now_us() {
       .count();
 }
 
-void TraceRecorder::task_ran(TraceEvent event) {
-  std::lock_guard lock(mutex_);
-  events_.push_back(std::move(event));
-}
-
-void TraceRecorder::chunk_moved(TraceEvent event) {
+void TraceRecorder::add(TraceEvent event) {
   std::lock_guard lock(mutex_);
   events_.push_back(std::move(event));
 }

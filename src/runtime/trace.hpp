@@ -16,12 +16,13 @@ namespace gridspan::runtime {
 
 class TraceRecorder final : public Observer {
  public:
-  void task_ran(TraceEvent event) override;
-  void chunk_moved(TraceEvent event) override;
+  void task_ran(TraceEvent event) override { add(std::move(event)); }
+  void chunk_moved(TraceEvent event) override { add(std::move(event)); }
   /// Every event so far; the recorder is empty afterwards.
   std::vector<TraceEvent> take();
 
  private:
+  void add(TraceEvent event);
   std::mutex mutex_;
   std::vector<TraceEvent> events_;
 };

@@ -5,10 +5,8 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstddef>
-#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <functional>
