@@ -29,7 +29,8 @@ Cluster::Cluster(Process& process, const Config& config)
   trace_file_ = config.trace_file;
   local_ = std::make_unique<LocalRunner>(config, /*whole_run=*/false);
   service_ = std::make_unique<WorkerService>(
-      transport_, local_->worker(), nullptr, [this](const BarrierReport& r) { on_report(r); }, 0);
+      transport_, local_->worker(), local_->transfers(), nullptr,
+      [this](const BarrierReport& r) { on_report(r); }, 0);
   service_->on_error([this](const RankError& e) { on_error(e); });
   if (config.lend_memory) service_->lend_to(transport_.node_peers(), config.lend_min);
   service_->on_message([this](net::Message& m) { return on_message(m); });
@@ -75,7 +76,7 @@ Cluster::~Cluster() {
     log::warn("the session did not close on every rank: {}", e.what());
   }
   // Nothing more comes for rank 0's worker from ranks that are gone.
-  local_->worker().fail_transfers(
+  local_->transfers().fail_all(
       std::make_exception_ptr(NetError("the session ended before this transfer came")));
   service_.reset();
   if (!trace_file_.empty()) write_trace();
@@ -105,7 +106,7 @@ void Cluster::fail(std::exception_ptr error) {
   process_.mark_failed();
   log::write(LogLevel::error, describe_error(error).message);
   changed_.notify_all();
-  local_->worker().fail_transfers(error);
+  local_->transfers().fail_all(error);
 }
 
 void Cluster::on_error(const RankError& e) {

@@ -19,7 +19,8 @@ LocalRunner::LocalRunner(const Config& config, bool whole_run)
   memory_->observe(trace_.get());
   worker_ =
       std::make_unique<Worker>(devices_, *memory_, config_.staging_bytes, config_.stream_order);
-  worker_->check_transfers(config_.check_transfers);
+  transfers_ = std::make_unique<Transfers>(*worker_, devices_, *memory_);
+  transfers_->check_transfers(config_.check_transfers);
   worker_->observe(trace_.get());
 }
 
@@ -32,6 +33,7 @@ LocalRunner::~LocalRunner() {
   const bool write = trace_ && whole_run_;
   const RankInfo self = write ? describe(0) : RankInfo{};
   worker_.reset();
+  transfers_.reset();
   memory_.reset();
   if (write) write_trace_file(config_.trace_file, {RankTrace{self, trace_->take()}});
 }

@@ -1,4 +1,5 @@
-// This process's devices as a Runner: its backend, memory manager and worker. A run of one
+// This process's devices as a Runner: its backend, memory manager, worker and the
+// worker's transfers to other processes. A run of one
 // process is one LocalRunner; under mpirun every rank has one (rank 0's inside the Cluster,
 // the others' serving the driver's session).
 #pragma once
@@ -11,6 +12,7 @@
 #include "runtime/memory.hpp"
 #include "runtime/runner.hpp"
 #include "runtime/trace.hpp"
+#include "runtime/transfers.hpp"
 #include "runtime/worker.hpp"
 
 namespace gridspan::runtime {
@@ -42,6 +44,7 @@ class LocalRunner final : public Runner {
   /// This process as rank `rank` of a run: host, backend, devices and memory.
   RankInfo describe(int rank) const;
   Worker& worker() { return *worker_; }
+  Transfers& transfers() { return *transfers_; }
   MemoryManager& memory() { return *memory_; }
   /// The trace recorded so far (empty when not tracing).
   std::vector<TraceEvent> take_trace();
@@ -54,6 +57,7 @@ class LocalRunner final : public Runner {
   std::vector<backend::Device*> devices_;
   std::unique_ptr<MemoryManager> memory_;
   std::unique_ptr<Worker> worker_;
+  std::unique_ptr<Transfers> transfers_;  // the worker's transfer tasks; outlives the worker
   std::vector<std::shared_ptr<const plan::Executable>> executables_;
 };
 

@@ -249,8 +249,8 @@ std::optional<int> Process::serve_session(const net::Message& open) {
   RankInfo info;
   try {
     local = std::make_unique<LocalRunner>(config, /*whole_run=*/false);
-    service =
-        std::make_unique<WorkerService>(*transport_, local->worker(), nullptr, nullptr, driver);
+    service = std::make_unique<WorkerService>(*transport_, local->worker(), local->transfers(),
+                                              nullptr, nullptr, driver);
     service->compile_with(&local->backend());
     if (config.lend_memory) service->lend_to(transport_->node_peers(), config.lend_min);
     service->on_message([&](net::Message& m) {
@@ -279,7 +279,7 @@ std::optional<int> Process::serve_session(const net::Message& open) {
     log::debug("the session broke here: {}", e.what());
     broken = true;
   }
-  local->worker().fail_transfers(std::make_exception_ptr(
+  local->transfers().fail_all(std::make_exception_ptr(
       NetError(fmt::format("rank {}: the session ended before this transfer came", rank()))));
   try {
     local->wait_all();

@@ -11,15 +11,16 @@
 
 namespace gridspan::runtime {
 
-WorkerService::WorkerService(net::Transport& transport, Worker& worker,
+WorkerService::WorkerService(net::Transport& transport, Worker& worker, Transfers& transfers,
                              net::ExecutableOfId executables,
                              std::function<void(const BarrierReport&)> on_report, int driver)
     : transport_(transport),
       worker_(worker),
+      transfers_(transfers),
       executables_(std::move(executables)),
       on_report_(std::move(on_report)),
       driver_(driver) {
-  worker_.connect(this);
+  transfers_.connect(this);
   worker_.on_barrier([this](plan::TaskId id, std::exception_ptr e) { report(id, e); });
   dispatcher_ = std::thread([this] { dispatch_loop(); });
 }
@@ -28,7 +29,7 @@ WorkerService::~WorkerService() {
   stop_ = true;
   dispatcher_.join();
   worker_.on_barrier({});
-  worker_.connect(nullptr);
+  transfers_.connect(nullptr);
 }
 
 // The transfer's number goes after its bytes, so neither side copies them (a Send reserves
@@ -221,7 +222,7 @@ void WorkerService::dispatch_loop() {
           net::Reader r(m->body.data() + n, 8, "transfer message");
           const plan::TransferId transfer = r.u64("transfer number");
           m->body.shrink(8);
-          worker_.deliver(transfer, std::move(m->body));
+          transfers_.deliver(transfer, std::move(m->body));
           break;
         }
         case tag::lent: {
@@ -230,7 +231,7 @@ void WorkerService::dispatch_loop() {
           const Rect rect = r.rect("lent box");
           std::vector<unsigned char> lent = r.bytes("lent memory", 4096);
           r.finish();
-          worker_.deliver_lent(transfer, m->source, rect, std::move(lent));
+          transfers_.deliver_lent(transfer, m->source, rect, std::move(lent));
           break;
         }
         case tag::lent_done: {
@@ -245,14 +246,14 @@ void WorkerService::dispatch_loop() {
             std::lock_guard lock(lend_mutex_);
             if (std::size_t(m->source) < lends_.size()) lends_[m->source] = 0;
           }
-          worker_.lent_done(transfer, static_cast<LentReply>(reply));
+          transfers_.lent_done(transfer, static_cast<LentReply>(reply));
           break;
         }
         case tag::lent_recall: {
           net::Reader r(m->body.data(), m->body.size(), "lent memory recall");
           const plan::TransferId transfer = r.u64("transfer number");
           r.finish();
-          worker_.recall_lent(transfer);
+          transfers_.recall_lent(transfer);
           break;
         }
         case tag::data_failed: {
@@ -260,7 +261,7 @@ void WorkerService::dispatch_loop() {
           const plan::TransferId transfer = r.u64("transfer number");
           std::exception_ptr why = net::read_error(r);
           r.finish();
-          worker_.deliver_failure(transfer, std::move(why));
+          transfers_.deliver_failure(transfer, std::move(why));
           break;
         }
         case tag::done: {

@@ -1,8 +1,8 @@
 // One rank's worker served over a transport (issue 4): the driver's task batches are
-// submitted to it, transfer data from other ranks are delivered to it, its Send tasks' data
-// go out through the transport, and every Barrier part it finishes is reported to the
-// driver's rank. A thread of its own receives and dispatches every message; on the
-// driver's rank it also hands the other ranks' reports to the driver.
+// submitted to it, transfer data from other ranks are delivered to its Transfers, its Send tasks'
+// data go out through the transport, and every Barrier part it finishes is reported to the driver's
+// rank. A thread of its own receives and dispatches every message; on the driver's rank it also
+// hands the other ranks' reports to the driver.
 #pragma once
 
 #include <atomic>
@@ -18,6 +18,7 @@
 #include "gridspan/core/error.hpp"
 #include "net/transport.hpp"
 #include "net/wire.hpp"
+#include "runtime/transfers.hpp"
 #include "runtime/worker.hpp"
 
 namespace gridspan::runtime {
@@ -63,7 +64,8 @@ class WorkerService final : public DataLink {
  public:
   /// `executables` resolves the kernels named in task batches; `on_report` (on the driver's
   /// rank) gets every barrier report, this rank's own included.
-  WorkerService(net::Transport& transport, Worker& worker, net::ExecutableOfId executables,
+  WorkerService(net::Transport& transport, Worker& worker, Transfers& transfers,
+                net::ExecutableOfId executables,
                 std::function<void(const BarrierReport&)> on_report = {}, int driver = 0);
   /// Kernels the driver sends (`compile` messages) are compiled with `backend` and named by
   /// the driver's number from then on. `on_error` (on the driver's rank) hears ranks that
@@ -116,6 +118,7 @@ class WorkerService final : public DataLink {
 
   net::Transport& transport_;
   Worker& worker_;
+  Transfers& transfers_;
   net::ExecutableOfId executables_;
   std::function<void(const BarrierReport&)> on_report_;
   std::function<void(const RankError&)> on_error_;

@@ -7,8 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "backend/regions.hpp"
-#include "core/log.hpp"
 #include "gridspan/core/error.hpp"
 #include "plan/planner.hpp"
 
@@ -19,26 +17,18 @@ using plan::TaskId;
 
 namespace {
 
+// Send, Recv and RecvHost: tasks the transfer hooks run.
+bool is_transfer(const Task& t) {
+  return std::holds_alternative<plan::Send>(t.payload) ||
+         std::holds_alternative<plan::Recv>(t.payload) ||
+         std::holds_alternative<plan::RecvHost>(t.payload);
+}
+
 bool runs_inline(const Task& t) {
   return std::holds_alternative<plan::CreateChunk>(t.payload) ||
          std::holds_alternative<plan::DeleteChunk>(t.payload) ||
          std::holds_alternative<plan::Barrier>(t.payload) ||
          std::holds_alternative<plan::RecvHost>(t.payload);
-}
-
-// The transfer a Recv or RecvHost waits for, or null.
-const plan::TransferId* awaited_transfer(const Task& t) {
-  if (auto* r = std::get_if<plan::Recv>(&t.payload)) return &r->transfer;
-  if (auto* h = std::get_if<plan::RecvHost>(&t.payload)) return &h->transfer;
-  return nullptr;
-}
-
-// The transfer's data must fill the region exactly.
-void check_transfer_size(const Task& t, std::size_t got, const Rect& region, std::size_t elem) {
-  const std::size_t want = static_cast<std::size_t>(region.volume()) * elem;
-  if (got != want)
-    throw NetError(fmt::format("task {} ({}) received {} bytes for a region of {} bytes ({})", t.id,
-                               t.kind(), got, want, region.str()));
 }
 
 // Tasks that may be queued on an asynchronous device behind dependencies still running
@@ -118,11 +108,6 @@ Worker::~Worker() {
   }
   wake_scheduler_.notify_all();
   scheduler_.join();
-  if (stats_.transfers_lent + stats_.transfers_refused > 0)
-    log::info(
-        "{} transfers copied by their receivers from this rank's memory, {} of them "
-        "declined or out of reach (sent through the host instead)",
-        stats_.transfers_lent + stats_.transfers_refused, stats_.transfers_refused);
   // Executor threads belong to the backend and may still be leaving a completion callback.
   while (callbacks_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
 }
@@ -160,17 +145,13 @@ void Worker::submit(std::vector<Task>&& tasks) {
   }
   for (Node* node : nodes) {
     TaskId id = node->task.id;
-    if (const plan::TransferId* transfer = awaited_transfer(node->task)) {
-      // Its data are one more thing to wait for, unless they came first (or failed).
-      if (auto a = arrived_.find(*transfer); a != arrived_.end()) {
-        if (auto h = held_.find(*transfer); h != held_.end()) h->second.node = node;
-        take(*node, std::move(a->second));
-        arrived_.erase(a);
-      } else {
-        ++node->missing;
-        ++node->unordered;
-        awaiting_[*transfer] = node;
-      }
+    // What it awaits from elsewhere is one more thing to wait for, unless it came first.
+    std::exception_ptr came;
+    if (hooks_ && is_transfer(node->task) && hooks_->awaits(node->task, came)) {
+      ++node->missing;
+      ++node->unordered;
+    } else if (came) {
+      node->error = came;
     }
     for (TaskId dep : node->task.deps) {
       auto p = pending_.find(dep);
@@ -270,7 +251,6 @@ void Worker::process(std::deque<Node*>& work, int here) {
       continue;
     }
     const bool skip = node->error && !runs_after_failure(node->task);
-    if (skip) drop_lent(*node);
     if (skip || runs_inline(node->task)) {
       run_inline(node, skip, lock, work);
       continue;
@@ -284,13 +264,18 @@ void Worker::process(std::deque<Node*>& work, int here) {
       fail_unstaged(node, error, work);
       continue;
     }
-    mark_lending(*node);
+    mark_held(*node);
     if (node->task.device == here && !devices_[here]->asynchronous())
       run_here(node, lock, work);
     else
       launch(node, work);
   }
   if (progress_ && !blocked_.empty()) wake_scheduler_.notify_one();
+  if (short_of_memory_ && hooks_) {
+    short_of_memory_ = false;
+    lock.unlock();
+    hooks_->short_of_memory();
+  }
 }
 
 // Create, Delete, Barrier and RecvHost tasks run on the calling thread (a skipped one only
@@ -307,14 +292,8 @@ void Worker::run_inline(Node* node, bool skip, std::unique_lock<AdaptiveMutex>& 
         memory_.create(c->chunk, c->bytes, t.device);
       } else if (auto* d = std::get_if<plan::DeleteChunk>(&t.payload)) {
         memory_.destroy(d->chunk);
-      } else if (auto* h = std::get_if<plan::RecvHost>(&t.payload)) {
-        if (!node->lent.empty())
-          throw NetError(
-              fmt::format("internal error: task {} (RecvHost) got lent device memory", t.id));
-        check_transfer_size(t, node->transfer.size(), h->region, h->elem_size);
-        backend::copy_region(h->dst, h->dst_rect, node->transfer.data(), h->region, h->region,
-                             h->elem_size);
-        node->transfer = Bytes();  // back to the pool now
+      } else if (std::holds_alternative<plan::RecvHost>(t.payload)) {
+        hooks(t).run(t);
       }
     } catch (...) {
       if (!error) error = std::current_exception();
@@ -351,7 +330,7 @@ Worker::Staged Worker::admit_and_stage(Node* node, std::unique_lock<AdaptiveMute
   if (staged_tasks_[dev] > 0 && staged_bytes_[dev] + node->staged_bytes > staging_limit_[dev]) {
     ++stats_.stage_retries;
     blocked_.push_back(node);
-    if (!held_.empty() || !lent_.empty()) ease_memory();
+    short_of_memory_ = true;
     return Staged::later;
   }
   const int ahead = staged_tasks_[dev];
@@ -383,7 +362,7 @@ Worker::Staged Worker::admit_and_stage(Node* node, std::unique_lock<AdaptiveMute
     work.push_back(node);
   } else {
     blocked_.push_back(node);
-    if (!held_.empty() || !lent_.empty()) ease_memory();
+    short_of_memory_ = true;
   }
   return Staged::later;
 }
@@ -391,7 +370,6 @@ Worker::Staged Worker::admit_and_stage(Node* node, std::unique_lock<AdaptiveMute
 // A task that could not be staged (or sized) fails; one released early is reported once
 // its dependencies are.
 void Worker::fail_unstaged(Node* node, const std::exception_ptr& error, std::deque<Node*>& work) {
-  drop_lent(*node);
   memory_.retire(node->task.id, node->uses);
   if (node->missing > 0) {
     node->ran = true;
@@ -401,16 +379,11 @@ void Worker::fail_unstaged(Node* node, const std::exception_ptr& error, std::deq
   }
 }
 
-// A Send that lends its memory, and a Recv that copies lent memory, end only once the other
-// side is done: nothing may be queued on the device behind them.
-void Worker::mark_lending(Node& node) {
-  const Task& t = node.task;
-  if (auto* send = std::get_if<plan::Send>(&t.payload))
-    node.lends = send->to_device && link_ &&
-                 link_->may_lend(send->to,
-                                 static_cast<std::size_t>(send->region.volume()) * send->elem_size);
-  else if (std::holds_alternative<plan::Recv>(t.payload) && !node.lent.empty())
-    node.lends = true, held_.erase(std::get<plan::Recv>(t.payload).transfer);
+// A transfer task that may be held after it ran (a Send that lends its memory, a Recv
+// that copies lent memory) ends only once the other side is done: nothing may be queued on
+// the device behind it.
+void Worker::mark_held(Node& node) {
+  node.held = hooks_ && is_transfer(node.task) && hooks_->held_after_run(node.task);
 }
 
 // On this device's own executor thread (a synchronous device): the task runs now.
@@ -458,114 +431,24 @@ void Worker::launch(Node* node, std::deque<Node*>& work) {
   }
 }
 
-// GRIDSPAN_CHECK_TRANSFERS (a debugging aid; meaningful with GRIDSPAN_STREAM_ORDER=0, when
-// nothing can touch a transfer's region before its task is reported): once a Send or Recv
-// has run, the region is read again from the device and compared with the bytes sent or
-// received. A difference is an internal error naming the task.
-void Worker::check_transfer(Node* node, std::exception_ptr& error) {
-  const plan::Task& t = node->task;
-  const plan::ChunkRef* chunk = nullptr;
-  const Rect* region = nullptr;
-  std::size_t elem = 0;
-  if (auto* s = std::get_if<plan::Send>(&t.payload)) {
-    chunk = &s->src, region = &s->region, elem = s->elem_size;
-  } else if (auto* r = std::get_if<plan::Recv>(&t.payload)) {
-    chunk = &r->dst, region = &r->region, elem = r->elem_size;
-  } else {
-    return;
-  }
-  try {
-    backend::Device& dev = *devices_[t.device];
-    const std::size_t bytes = static_cast<std::size_t>(chunk->rect.volume()) * elem;
-    std::vector<unsigned char> whole(bytes), now(node->transfer.size());
-    dev.copy_to_host(whole.data(), memory_.data(chunk->id), bytes);
-    backend::copy_region(now.data(), *region, whole.data(), chunk->rect, *region, elem);
-    if (!(node->transfer == now)) {
-      std::size_t first = 0;
-      while (first < now.size() && now[first] == node->transfer.data()[first]) ++first;
-      throw Error(fmt::format(
-          "internal error (GRIDSPAN_CHECK_TRANSFERS): task {} ({}) of transfer region {} of "
-          "chunk {}: the device holds other bytes than were {} (first at byte {} of {})",
-          t.id, t.kind(), region->str(), chunk->id,
-          std::holds_alternative<plan::Send>(t.payload) ? "sent" : "received", first, now.size()));
-    }
-  } catch (...) {
-    if (!error) error = std::current_exception();
-  }
-}
-
-// After a task ran on its device (without the lock): a Send's data go to their rank now
-// that the device has read them (or where they lie, when it lends them); a Recv that
-// copied lent memory tells the sender it is done with it.
 bool Worker::after_run(Node* node, std::exception_ptr& error) {
-  if (check_transfers_ && !error && node->lent.empty()) check_transfer(node, error);
-  const Task& t = node->task;
-  if (auto* r = std::get_if<plan::Recv>(&t.payload); r && !node->lent.empty()) {
-    DataLink* link = this->link();
-    try {
-      if (!link)
-        throw NetError(
-            fmt::format("internal error: task {} copied lent memory, but "
-                        "this worker has no connection to other processes",
-                        t.id));
-      if (node->lend_refused && !error) {
-        // Out of this device's reach: the bytes come the long way; the Recv, still staged,
-        // waits for them (registered before it asks, as they may come at once).
-        node->lent.clear();
-        node->refetch = true;
-        return park(awaiting_, r->transfer, node,
-                    [&] { link->lent_done(r->from, r->transfer, LentReply::unreachable); });
-      }
-      if (!node->lend_refused) devices_[t.device]->release_lent(node->lent);
-      node->lent.clear();
-      link->lent_done(r->from, r->transfer, LentReply::copied);
-    } catch (...) {
-      node->refetch = false;
-      if (!error) error = std::current_exception();
-    }
-    return true;
-  }
-  auto* s = std::get_if<plan::Send>(&t.payload);
-  if (!s || error) return true;
-  DataLink* link = this->link();
-  try {
-    if (!link)
-      throw NetError(
-          fmt::format("internal error: task {} sends to rank {}, but this worker has "
-                      "no connection to other processes",
-                      t.id, s->to));
-    if (!node->lent.empty())  // the receiver copies from this device; then the Send ends
-      return park(lent_, s->transfer, node,
-                  [&] { link->send_lent(s->to, s->transfer, node->lent_rect, node->lent); });
-    link->send(s->to, s->transfer, std::move(node->transfer));
-  } catch (...) {
-    error = std::current_exception();
-  }
-  return true;
+  return !hooks_ || !is_transfer(node->task) || hooks_->after_run(node->task, error);
 }
 
-// Registers a task that waits for the other side (in `where`, by transfer) before `tell`
-// asks it, as the answer may come at once; returns false (not done yet). When `tell` fails
-// the task is taken back and the failure is thrown, unless fail_transfers took it first
-// (and finishes it).
-bool Worker::park(std::unordered_map<plan::TransferId, Node*>& where, plan::TransferId transfer,
-                  Node* node, const std::function<void()>& tell) {
-  {
-    std::lock_guard<AdaptiveMutex> lock(mutex_);
-    where[transfer] = node;
-  }
-  try {
-    tell();
-  } catch (...) {
-    std::lock_guard<AdaptiveMutex> lock(mutex_);
-    if (where.erase(transfer)) throw;
-  }
-  return false;
+TransferHooks& Worker::hooks(const Task& t) const {
+  if (!hooks_)
+    throw NetError(fmt::format(
+        "internal error: task {} ({}) moves data between processes, but this worker has no "
+        "connection to other processes",
+        t.id, t.kind()));
+  return *hooks_;
 }
 
-DataLink* Worker::link() const {
-  std::lock_guard<AdaptiveMutex> lock(mutex_);
-  return link_;  // connected before any Send is submitted, disconnected when idle
+Worker::Node& Worker::pending(TaskId id) {
+  auto it = pending_.find(id);
+  if (it == pending_.end())
+    throw Error(fmt::format("internal error: task {} is not waiting in this worker", id));
+  return it->second;
 }
 
 // Unstages a task that ran and finishes it (or, when a dependency is not reported done
@@ -605,179 +488,52 @@ void Worker::ran_on_device(Node* node, int dev, std::exception_ptr error) {
   callbacks_.fetch_sub(1, std::memory_order_release);
 }
 
-void Worker::deliver_lent(plan::TransferId transfer, int from, const Rect& rect,
-                          std::vector<unsigned char> lent) {
-  if (lent.empty())
-    throw NetError(fmt::format("transfer {}: lent memory without a description", transfer));
-  arrive(transfer, Arrival{{}, nullptr, std::move(lent), rect, from});
-}
-
-void Worker::lent_done(plan::TransferId transfer, LentReply reply) {
-  const bool copied = reply == LentReply::copied;
-  Node* node = nullptr;
-  {
-    std::lock_guard<AdaptiveMutex> lock(mutex_);
-    auto it = lent_.find(transfer);
-    if (it == lent_.end())
-      throw NetError(fmt::format(
-          "transfer {}: the receiver is done with memory this rank does not lend", transfer));
-    node = it->second;
-    lent_.erase(it);
-    ++(copied ? stats_.transfers_lent : stats_.transfers_refused);
-  }
-  callbacks_.fetch_add(1, std::memory_order_relaxed);
-  node->lent.clear();
-  if (copied) {
-    complete(node, nullptr, -1);
-  } else {
-    node->lend_refused = true;  // the bytes, read on the device as for any Send
-    relaunch(node);
-  }
-  callbacks_.fetch_sub(1, std::memory_order_release);
-}
-
-void Worker::recall_lent(plan::TransferId transfer) {
-  std::lock_guard<AdaptiveMutex> lock(mutex_);
-  decline(transfer);  // a copy begun (or done) ends on its own
-}
-
-void Worker::ease_memory() {
-  std::vector<plan::TransferId> held;
-  for (const auto& [transfer, h] : held_) held.push_back(transfer);
-  for (plan::TransferId t : held) decline(t);
-  if (!link_) return;
-  for (auto& [transfer, node] : lent_)
-    if (!node->recalled) {
-      node->recalled = true;
-      link_->recall_lent(std::get<plan::Send>(node->task.payload).to, transfer);
-    }
-}
-
-// A Recv that will not run (it fails) is done with the memory lent to it: the Send ends.
-void Worker::drop_lent(Node& node) {
-  auto* r = std::get_if<plan::Recv>(&node.task.payload);
-  if (!r || node.lent.empty()) return;
-  held_.erase(r->transfer);
-  node.lent.clear();
-  try {
-    if (link_) link_->lent_done(r->from, r->transfer, LentReply::copied);
-  } catch (...) {
-    // The lending rank is gone: nothing waits for the reply.
-  }
-}
-
-// Lent memory a Recv holds but has not begun to copy goes back (the bytes come instead),
-// unless the Recv is on its way to its device already (in a work list).
-bool Worker::decline(plan::TransferId transfer) {
-  auto it = held_.find(transfer);
-  if (it == held_.end()) return false;
-  auto [node, from] = it->second;
-  if (!node) {
-    arrived_.erase(transfer);  // its Recv, once submitted, waits for the bytes
-  } else {
-    auto b = std::find(blocked_.begin(), blocked_.end(), node);
-    if (node->missing == 0 && b == blocked_.end()) return false;
-    if (b != blocked_.end()) blocked_.erase(b), node->queued = false;
-    node->lent.clear();
-    ++node->missing;
-    ++node->unordered;
-    awaiting_[transfer] = node;
-  }
-  held_.erase(it);
-  if (link_) link_->lent_done(from, transfer, LentReply::declined);
-  return true;
-}
-
-// Both are read under the lock (by finishing tasks on executor threads): set under it too.
-void Worker::connect(DataLink* link) {
-  std::lock_guard<AdaptiveMutex> lock(mutex_);
-  link_ = link;
-}
-
+// Read under the lock (by finishing tasks on executor threads): set under it too.
 void Worker::on_barrier(std::function<void(plan::TaskId, std::exception_ptr)> f) {
   std::lock_guard<AdaptiveMutex> lock(mutex_);
   on_barrier_ = std::move(f);
 }
 
-void Worker::deliver_failure(plan::TransferId transfer, std::exception_ptr error) {
-  arrive(transfer, Arrival{{}, std::move(error), {}, {}, -1});
-}
-
-void Worker::deliver(plan::TransferId transfer, Bytes data) {
-  arrive(transfer, Arrival{std::move(data), nullptr, {}, {}, -1});
-}
-
-// A transfer's data (or why they won't come) for its Recv, or kept until it is submitted.
-void Worker::arrive(plan::TransferId transfer, Arrival arrival) {
+void Worker::satisfy(TaskId id, std::exception_ptr error) {
   std::deque<Node*> work;
-  Node* refetched = nullptr;
-  std::exception_ptr refetch_error;
   {
     std::lock_guard<AdaptiveMutex> lock(mutex_);
-    auto it = awaiting_.find(transfer);
-    if (it == awaiting_.end()) {
-      const int from = arrival.lent.empty() ? -1 : arrival.from;
-      if (!arrived_.emplace(transfer, std::move(arrival)).second)
-        throw NetError(fmt::format("transfer {} arrived twice", transfer));
-      if (from >= 0) held_[transfer] = Held{nullptr, from};
-      return;
+    Node& node = pending(id);
+    if (error && !node.error) node.error = error;
+    --node.unordered;
+    if (--node.missing == 0 && !node.queued && !node.launched) {
+      node.queued = true;
+      work.push_back(&node);
     }
-    Node* node = it->second;
-    awaiting_.erase(it);
-    if (node->refetch) {  // a staged Recv that could not copy lent memory: its bytes
-      node->refetch = false;
-      std::exception_ptr error = arrival.error;
-      take(*node, std::move(arrival));
-      if (!node->lent.empty())
-        error = std::make_exception_ptr(NetError(fmt::format(
-            "transfer {}: lent memory again where its bytes were asked for", transfer)));
-      refetched = node;
-      refetch_error = error;
-    } else {
-      if (!arrival.lent.empty()) held_[transfer] = Held{node, arrival.from};
-      take(*node, std::move(arrival));
-      --node->unordered;
-      if (--node->missing == 0 && !node->queued && !node->launched) {
-        node->queued = true;
-        work.push_back(node);
-      }
-    }
-  }
-  if (refetched) {
-    callbacks_.fetch_add(1, std::memory_order_relaxed);
-    if (refetch_error)
-      complete(refetched, refetch_error, -1);
-    else
-      relaunch(refetched);
-    callbacks_.fetch_sub(1, std::memory_order_release);
   }
   if (!work.empty()) process(work, -1);
 }
 
-void Worker::fail_transfers(const std::exception_ptr& error) {
-  std::vector<plan::TransferId> waiting;
-  {
-    std::lock_guard<AdaptiveMutex> lock(mutex_);
-    for (const auto& [transfer, node] : awaiting_) waiting.push_back(transfer);
-  }
-  for (plan::TransferId t : waiting) arrive(t, Arrival{{}, error, {}, {}, -1});
-  // Sends whose lent memory would be waited for forever end with the error too.
-  std::vector<Node*> lent;
-  {
-    std::lock_guard<AdaptiveMutex> lock(mutex_);
-    for (const auto& [transfer, node] : lent_) lent.push_back(node);
-    lent_.clear();
-  }
-  callbacks_.fetch_add(1, std::memory_order_relaxed);
-  for (Node* node : lent) complete(node, error, -1);
-  callbacks_.fetch_sub(1, std::memory_order_release);
+bool Worker::unsatisfy(TaskId id) {
+  std::lock_guard<AdaptiveMutex> lock(mutex_);
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return false;
+  Node& node = it->second;
+  auto b = std::find(blocked_.begin(), blocked_.end(), &node);
+  if (node.launched || (node.queued && b == blocked_.end())) return false;
+  if (b != blocked_.end()) blocked_.erase(b), node.queued = false;
+  ++node.missing;
+  ++node.unordered;
+  return true;
 }
 
-void Worker::take(Node& node, Arrival arrival) {
-  node.transfer = std::move(arrival.data);
-  node.lent = std::move(arrival.lent);
-  node.lent_rect = arrival.lent_rect;
-  if (arrival.error && !node.error) node.error = arrival.error;
+void Worker::resume(TaskId id, std::exception_ptr error, bool again) {
+  Node* node = nullptr;
+  {
+    std::lock_guard<AdaptiveMutex> lock(mutex_);
+    node = &pending(id);
+  }
+  callbacks_.fetch_add(1, std::memory_order_relaxed);
+  if (again)
+    relaunch(node);
+  else
+    complete(node, error, -1);
+  callbacks_.fetch_sub(1, std::memory_order_release);
 }
 
 // Unpins a task's chunks (a failure here becomes the task's error). Without the lock.
@@ -831,37 +587,8 @@ void Worker::run_payload(Node* node) {
           dev.upload(data(p.dst), p.dst.rect, p.data->data(), p.data_rect, p.region, p.elem_size);
         } else if constexpr (std::is_same_v<P, plan::ReadBack>) {
           dev.download(p.dst, p.dst_rect, data(p.src), p.src.rect, p.region, p.elem_size);
-        } else if constexpr (std::is_same_v<P, plan::Send>) {
-          const std::size_t n = static_cast<std::size_t>(p.region.volume()) * p.elem_size;
-          if (node->lends && !node->lend_refused) {
-            // The receiver copies the region from this device itself, if the device can
-            // lend its memory; else the bytes go as for any Send.
-            node->lent =
-                dev.lend(data(p.src), static_cast<std::size_t>(p.src.rect.volume()) * p.elem_size);
-            node->lent_rect = p.src.rect;
-            if (!node->lent.empty()) return;
-          }
-          // Room for what a DataLink appends (a number); pinned where the backend has it.
-          node->transfer = Bytes::uninitialized(n, 16);
-          dev.download(node->transfer.data(), p.region, data(p.src), p.src.rect, p.region,
-                       p.elem_size);
-        } else if constexpr (std::is_same_v<P, plan::Recv>) {
-          if (!node->lent.empty()) {
-            if (!node->lent_rect.contains(p.region))
-              throw NetError(fmt::format("task {} (Recv) of region {}: rank {} lent the box {}",
-                                         t.id, p.region.str(), p.from, node->lent_rect.str()));
-            try {
-              dev.copy_lent(data(p.dst), p.dst.rect, node->lent, node->lent_rect, p.region,
-                            p.elem_size);
-            } catch (const backend::LendingError& e) {
-              node->lend_refused = true;  // the sender sends the bytes instead
-              log::info("rank {} sends its data the long way: {}", p.from, e.what());
-            }
-            return;
-          }
-          check_transfer_size(t, node->transfer.size(), p.region, p.elem_size);
-          dev.upload(data(p.dst), p.dst.rect, node->transfer.data(), p.region, p.region,
-                     p.elem_size);
+        } else if constexpr (std::is_same_v<P, plan::Send> || std::is_same_v<P, plan::Recv>) {
+          hooks(t).run(t);
         } else if constexpr (std::is_same_v<P, plan::Execute>) {
           void* ptrs[64];
           std::vector<void*> heap;
@@ -877,7 +604,7 @@ void Worker::run_payload(Node* node) {
 }
 
 bool Worker::ordered_on_device(const Node& dep, const Node& succ) const {
-  return stream_order_ && dep.launched && !dep.lends && dep.task.device == succ.task.device &&
+  return stream_order_ && dep.launched && !dep.held && dep.task.device == succ.task.device &&
          runs_on_device_alone(succ.task) && devices_[succ.task.device]->asynchronous();
 }
 
@@ -901,13 +628,12 @@ void Worker::finish(Node* first, std::exception_ptr first_error, std::deque<Node
         (node->launched || std::holds_alternative<plan::Barrier>(node->task.payload)))
       error = node->error;
     // Between processes, a task's own failure names the rank and the task.
-    if (error && !node->error && link_)
-      error = error_in(error, failed_task_name(link_->rank(), id, describe(node->task)));
+    if (error && !node->error && hooks_)
+      if (const int rank = hooks_->rank(); rank >= 0)
+        error = error_in(error, failed_task_name(rank, id, describe(node->task)));
     if (on_barrier_ && std::holds_alternative<plan::Barrier>(node->task.payload))
       on_barrier_(id, error);
-    // The receiving rank would wait for these data forever: it hears why they won't come.
-    if (auto* s = std::get_if<plan::Send>(&node->task.payload); s && error && link_)
-      link_->fail(s->to, s->transfer, error);
+    if (hooks_ && is_transfer(node->task)) hooks_->finished(node->task, error);
     if (error) {
       failed_[id] = error;
       ++stats_.tasks_failed;

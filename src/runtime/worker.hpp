@@ -2,6 +2,9 @@
 // dependencies, is staged (the memory manager makes all its chunks resident, or none),
 // is queued at its device's executor, runs, and is unstaged; then its successors are
 // released. The bytes staged ahead per device are bounded (GRIDSPAN_STAGING_BYTES).
+// Transfer tasks (Send, Recv, RecvHost) are scheduled the same way; what they do, what they
+// wait for from other processes and when they end is the business of TransferHooks
+// (runtime/transfers.hpp), which reaches back only through satisfy, unsatisfy and resume.
 #pragma once
 
 #include <atomic>
@@ -19,7 +22,6 @@
 #include <vector>
 
 #include "backend/device.hpp"
-#include "core/bytes.hpp"
 #include "core/mutex.hpp"
 #include "plan/task.hpp"
 #include "runtime/memory.hpp"
@@ -33,8 +35,6 @@ struct WorkerStats {
   uint64_t stage_retries = 0;         // times a task could not be staged at once
   uint64_t tasks_submitted = 0;       // handed to an asynchronous device (a GPU)
   uint64_t tasks_released_early = 0;  // ... while dependencies of theirs still ran there
-  uint64_t transfers_lent = 0;        // Sends whose memory the receiver copied itself
-  uint64_t transfers_refused = 0;     // ... out of the receiver's reach: bytes sent instead
 };
 
 /// On a worker connected to other processes a task's own failure is named "rank R, task T
@@ -43,56 +43,30 @@ struct WorkerStats {
 std::string failed_task_name(int rank, plan::TaskId task, const std::string& what);
 std::optional<plan::TaskId> failed_task(const std::string& message);
 
-/// What the receiver of lent memory says when it is done with it.
-enum class LentReply : uint8_t {
-  copied = 0,       // the data are copied (or the Recv failed): the Send is done
-  unreachable = 1,  // that memory is out of the receiver's reach: send the bytes, now and on
-  declined = 2,     // the receiver is short of memory, or the sender is: send the bytes
-};
-
-/// How a worker's Send tasks reach the worker of another process: the process's dispatcher
-/// implements it over its transport, and hands what arrives to Worker::deliver.
-class DataLink {
+/// What runs a worker's transfer tasks (Send, Recv and RecvHost: runtime/transfers.hpp).
+/// The worker schedules them like any task; these say what they wait for, do their work,
+/// and may hold one after it ran until the other side is done. A call made under the
+/// worker's lock must not call the worker.
+class TransferHooks {
  public:
-  virtual ~DataLink() = default;
-  /// Queues the data of `transfer` for rank `to`; must not block on the network.
-  virtual void send(int to, plan::TransferId transfer, Bytes data) = 0;
-  /// Tells rank `to` that `transfer` will never come (its Send failed, or a task before it
-  /// did), so that its Recv fails with `error` instead of waiting. Called with the worker's
-  /// lock held: must not block.
-  virtual void fail(int to, plan::TransferId transfer, const std::exception_ptr& error) = 0;
-  /// This process's rank: a task that fails on a connected worker names it and the task.
+  virtual ~TransferHooks() = default;
+  /// At submit, under the worker's lock: whether `task` waits for something from elsewhere
+  /// (Worker::satisfy). When that came first, `error` is set if it said it never will.
+  virtual bool awaits(const plan::Task& task, std::exception_ptr& error) = 0;
+  /// As it is taken to its device, under the worker's lock: whether it may be held after it
+  /// ran (after_run answers false); nothing is queued on the device behind such a task.
+  virtual bool held_after_run(const plan::Task& task) = 0;
+  /// Does the task's work: on its device's executor (a RecvHost on the worker's thread).
+  virtual void run(const plan::Task& task) = 0;
+  /// After it ran on its device, without the lock: true when it is done (failed if `error`
+  /// is set); false when it is held, and Worker::resume ends it or runs it again.
+  virtual bool after_run(const plan::Task& task, std::exception_ptr& error) = 0;
+  /// It finished, ran or not (with its error if it failed). Under the worker's lock.
+  virtual void finished(const plan::Task& task, const std::exception_ptr& error) = 0;
+  /// A task waits for memory: let go of what is held for other processes. Without the lock.
+  virtual void short_of_memory() = 0;
+  /// This process's rank, which a task's failure names (-1: a run of one process).
   virtual int rank() const = 0;
-
-  // Transfers between processes of one node may skip host memory and the network: the Send
-  // lends its device memory (Device::lend), the Recv's device copies from there, and the
-  // Send finishes once the receiver says it is done with it.
-
-  /// Whether a Send of `bytes` to rank `to` may lend its memory.
-  virtual bool may_lend(int to, std::size_t bytes) const {
-    (void)to, (void)bytes;
-    return false;
-  }
-  /// Tells rank `to` where the data of `transfer` are: the box `rect` of memory that
-  /// `lent` describes. Must not block on the network.
-  virtual void send_lent(int to, plan::TransferId transfer, const Rect& rect,
-                         std::vector<unsigned char> lent) {
-    (void)to, (void)transfer, (void)rect, (void)lent;
-    throw NetError("internal error: this connection cannot lend memory");
-  }
-  /// Tells rank `to` that the memory it lent for `transfer` is no longer needed: copied, or
-  /// not, when it is out of reach from here or when this rank is short of memory, so that
-  /// it sends the bytes instead. Must not block on the network.
-  virtual void lent_done(int to, plan::TransferId transfer, LentReply reply) {
-    (void)to, (void)transfer, (void)reply;
-    throw NetError("internal error: this connection cannot lend memory");
-  }
-  /// Asks rank `to` to give back the memory lent for `transfer` unless its copy has begun
-  /// (this rank is short of memory). Must not block on the network.
-  virtual void recall_lent(int to, plan::TransferId transfer) {
-    (void)to, (void)transfer;
-    throw NetError("internal error: this connection cannot lend memory");
-  }
 };
 
 class Worker {
@@ -110,31 +84,23 @@ class Worker {
   /// Adds tasks; their dependencies are tasks submitted earlier (or in this batch, before
   /// them). Dependencies on finished tasks are satisfied at once.
   void submit(std::vector<plan::Task>&& tasks);
-  /// Debugging (GRIDSPAN_CHECK_TRANSFERS): every transfer's region is compared with its
-  /// bytes once sent or received. Before any task is submitted.
-  void check_transfers(bool on) { check_transfers_ = on; }
-  /// Where Send tasks go (before any is submitted; null: none may be).
-  void connect(DataLink* link);
+  /// Where transfer tasks go (before any is submitted; null: a transfer task fails).
+  void connect(TransferHooks* hooks) { hooks_ = hooks; }
   /// Called (with the worker's lock held: it must not block or call the worker) when a
   /// Barrier task finishes, with its error if it failed.
   void on_barrier(std::function<void(plan::TaskId, std::exception_ptr)> f);
-  /// The data of a transfer from another process: the Recv or RecvHost task of that
-  /// transfer, submitted before or after, takes it.
-  void deliver(plan::TransferId transfer, Bytes data);
-  /// A transfer that will never come: its Recv fails with `error`.
-  void deliver_failure(plan::TransferId transfer, std::exception_ptr error);
-  /// Where another process of this node lent the data of a transfer (DataLink::send_lent):
-  /// the Recv copies them from there, then tells the sender (lent_done).
-  void deliver_lent(plan::TransferId transfer, int from, const Rect& rect,
-                    std::vector<unsigned char> lent);
-  /// The receiver of a Send that lent its memory is done with it: the Send finishes, or
-  /// (when it did not copy) sends the bytes after all.
-  void lent_done(plan::TransferId transfer, LentReply reply);
-  /// The sender of lent memory wants it back: declined unless the copy has begun.
-  void recall_lent(plan::TransferId transfer);
-  /// Every Recv waiting for its data fails with `error` (the rank they would come from is
-  /// gone, or the session ends), so that nothing waits for them forever.
-  void fail_transfers(const std::exception_ptr& error);
+
+  // The one way in for what comes from elsewhere: the transfer hooks call these, never
+  // under the worker's lock.
+  /// What task `id` awaits (TransferHooks::awaits) is here, or never will be (`error`).
+  void satisfy(plan::TaskId id, std::exception_ptr error);
+  /// Takes back what satisfied `id`, which waits for satisfy again; false when the task has
+  /// set off for its device already (or is done).
+  bool unsatisfy(plan::TaskId id);
+  /// A task held after it ran: it ends (failed, when `error` is set) or, with `again`, its
+  /// work runs on its device again.
+  void resume(plan::TaskId id, std::exception_ptr error, bool again);
+
   /// Finished (successfully or not).
   bool is_done(plan::TaskId id) const;
   /// Blocks until the task is finished; throws the error that made it (or a task it
@@ -165,38 +131,15 @@ class Worker {
     bool ran = false;              // done on the device while a dependency was not reported done
     std::exception_ptr run_error;  // what the device reported then
     backend::Device::Ticket ticket = 0;  // the device's name for it, once launched
-    Bytes transfer;                      // a Send's data once read, a Recv's once arrived
-    // Transfers within a node (DataLink::may_lend): the memory a Send lent, or where a
-    // Recv copies from, described (Device::lend), and the box it holds.
-    std::vector<unsigned char> lent;
-    Rect lent_rect;
-    bool lend_refused = false;  // the receiver could not reach the memory: bytes go
-    bool lends = false;         // launched as a Send that lends or a Recv that copies lent memory:
-                                // done only once the other side is, so nothing is queued behind it
-    bool refetch = false;       // a Recv waiting for the bytes after all
-    bool recalled = false;      // a lending Send whose memory was asked back
+    bool held = false;  // may be held after it ran (TransferHooks): nothing is queued behind it
   };
-  // After a task ran on its device: a Send's data go to their rank, a Recv that copied
-  // lent memory says so. False when the task is not done yet: a Send whose lent memory
-  // is still to be copied, a Recv that waits for the bytes after all.
+  // After a task ran on its device: false when the transfer hooks hold it.
   bool after_run(Node* node, std::exception_ptr& error);
   void complete(Node* node, std::exception_ptr error, int dev);  // unstage and finish
   void relaunch(Node* node);  // runs a staged task's work on its device again
   void ran_on_device(Node* node, int dev, std::exception_ptr error);
-  bool park(std::unordered_map<plan::TransferId, Node*>& where, plan::TransferId transfer,
-            Node* node, const std::function<void()>& tell);
-  DataLink* link() const;
-  // Lent memory is held on both sides while a Recv waits to copy it: short of memory, a
-  // worker declines what it holds and recalls what it lent, so that no two ranks wait for
-  // each other's memory. Under the lock.
-  void ease_memory();
-  bool decline(plan::TransferId transfer);
-  void drop_lent(Node& node);
-  void check_transfer(Node* node, std::exception_ptr& error);
-  bool check_transfers_ = false;
-  struct Arrival;
-  void arrive(plan::TransferId transfer, Arrival arrival);
-  static void take(Node& node, Arrival arrival);
+  TransferHooks& hooks(const plan::Task& task) const;  // throws when none are connected
+  Node& pending(plan::TaskId id);                      // under the lock
   bool ordered_on_device(const Node& dep, const Node& succ) const;
   bool releasable(const Node& node) const;
   void scheduler_loop();
@@ -209,7 +152,7 @@ class Worker {
   Staged admit_and_stage(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::deque<Node*>& work,
                          std::exception_ptr& error);
   void fail_unstaged(Node* node, const std::exception_ptr& error, std::deque<Node*>& work);
-  void mark_lending(Node& node);
+  void mark_held(Node& node);
   void run_here(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::deque<Node*>& work);
   void launch(Node* node, std::deque<Node*>& work);
   void run_task(Node* node);     // on an executor thread, reported to the observer
@@ -219,7 +162,7 @@ class Worker {
 
   std::vector<backend::Device*> devices_;
   MemoryManager& memory_;
-  DataLink* link_ = nullptr;
+  TransferHooks* hooks_ = nullptr;
   std::function<void(plan::TaskId, std::exception_ptr)> on_barrier_;
   std::vector<std::size_t> staging_limit_;  // per device
   bool stream_order_;
@@ -231,24 +174,6 @@ class Worker {
   std::vector<std::unordered_map<plan::TaskId, Node>::node_type> finished_;  // freed by submit
   std::deque<Node*> ready_;
   std::deque<Node*> blocked_;  // ready, but could not be staged yet
-  // Transfers that arrived before their Recv was submitted, and Recvs waiting for theirs.
-  struct Arrival {
-    Bytes data;
-    std::exception_ptr error;         // set: the data will never come, and why
-    std::vector<unsigned char> lent;  // or where they are (another process lent them)
-    Rect lent_rect;
-    int from = -1;  // the lending rank
-  };
-  std::unordered_map<plan::TransferId, Node*> lent_;  // Sends whose memory is being copied
-  // Lent memory this worker's Recvs have not begun to copy: the Recv (null while it is not
-  // submitted) and the lending rank.
-  struct Held {
-    Node* node;
-    int from;
-  };
-  std::unordered_map<plan::TransferId, Held> held_;
-  std::unordered_map<plan::TransferId, Arrival> arrived_;
-  std::unordered_map<plan::TransferId, Node*> awaiting_;
   std::vector<std::size_t> staged_bytes_;
   std::vector<int> staged_tasks_;
   plan::TaskId max_submitted_ = 0;
@@ -256,6 +181,7 @@ class Worker {
   int waiting_all_ = 0;
   bool stop_ = false;
   bool progress_ = false;          // something was unstaged since the last staging attempt
+  bool short_of_memory_ = false;   // a task waits for memory: the hooks hear of it
   uint64_t unstage_epoch_ = 0;     // counts unstages, to see one during a staging
   std::atomic<int> callbacks_{0};  // completion callbacks running on executors
   std::exception_ptr unreported_;

@@ -34,7 +34,8 @@ void run_stencil(const plan::Executable& remote_kernel, bool expect_failure) {
   std::condition_variable reported;
   std::map<plan::TaskId, std::vector<BarrierReport>> reports;
   WorkerService service(
-      t, *rig.worker, [&](net::ExecutableId id) { return id == 1 ? &remote_kernel : nullptr; },
+      t, *rig.worker, *rig.transfers,
+      [&](net::ExecutableId id) { return id == 1 ? &remote_kernel : nullptr; },
       [&](const BarrierReport& b) {
         std::lock_guard lock(mutex);
         reports[b.barrier].push_back(b);

@@ -12,6 +12,7 @@
 
 #include "gridspan/core/error.hpp"
 #include "plan/planner.hpp"
+#include "runtime/transfers.hpp"
 #include "runtime/worker.hpp"
 #include "support/devices.hpp"
 #include "support/random.hpp"
@@ -26,6 +27,7 @@ struct Rig {
   std::vector<std::unique_ptr<backend::Device>> wrappers;  // in front of the backend's
   std::unique_ptr<MemoryManager> memory;
   std::unique_ptr<Worker> worker;
+  std::unique_ptr<Transfers> transfers;  // the worker's Send and Recv tasks
   plan::TaskId next = 0;
 
   using Wrap = std::function<std::unique_ptr<backend::Device>(backend::Device&)>;
@@ -48,9 +50,11 @@ struct Rig {
       }
     memory = std::make_unique<MemoryManager>(used, MemoryLimits{device_bytes, 0, ""});
     worker = std::make_unique<Worker>(used, *memory, staging ? staging : 1 << 20);
+    transfers = std::make_unique<Transfers>(*worker, used, *memory);
   }
   ~Rig() {
     worker.reset();
+    transfers.reset();
     memory.reset();
   }
   Task task(int device, plan::Payload p, std::vector<plan::TaskId> deps = {}) {

@@ -38,7 +38,7 @@ struct Cluster {
     for (int r = 0; r < kRanks; ++r) {
       rigs.push_back(std::make_unique<Rig>(2, 1 << 20, 1 << 20, "cpu"));
       services.push_back(std::make_unique<WorkerService>(
-          *transports[r], *rigs[r]->worker,
+          *transports[r], *rigs[r]->worker, *rigs[r]->transfers,
           [this](net::ExecutableId id) { return id == 1 ? remote : nullptr; },
           [this](const BarrierReport& b) {
             std::lock_guard lock(mutex);

@@ -309,6 +309,95 @@ TEST(Worker, RandomCopiesOnAsynchronousDevicesKeepTheirOrder) {
               (unsigned long long)stats.tasks_submitted);
 }
 
+// Transfer hooks of the test's own, which await everything, hold a task after its next
+// `holds` runs and record what ran and finished.
+struct Hooks : TransferHooks {
+  mutable std::mutex mutex;
+  std::vector<plan::TaskId> ran, finished_ok, finished_failed;
+  int holds = 0;
+  bool awaits(const Task&, std::exception_ptr&) override { return true; }
+  bool held_after_run(const Task&) override { return true; }
+  void run(const Task& t) override {
+    std::lock_guard lock(mutex);
+    ran.push_back(t.id);
+  }
+  bool after_run(const Task&, std::exception_ptr&) override {
+    std::lock_guard lock(mutex);
+    return holds > 0 ? (--holds, false) : true;
+  }
+  void finished(const Task& t, const std::exception_ptr& e) override {
+    std::lock_guard lock(mutex);
+    (e ? finished_failed : finished_ok).push_back(t.id);
+  }
+  void short_of_memory() override {}
+  int rank() const override { return 3; }
+  std::size_t runs() const {
+    std::lock_guard lock(mutex);
+    return ran.size();
+  }
+  bool ran_times(std::size_t n) const {  // waits up to 10 s for the n-th run
+    for (int i = 0; i < 10000 && runs() < n; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return runs() == n;
+  }
+};
+
+// The worker's one way in for what comes from elsewhere: a task the hooks say awaits
+// something runs once satisfied (again after unsatisfy), fails without running when
+// satisfied with an error (its successors with it), and, held after it ran, runs again or
+// ends when resumed; its own failure names the hooks' rank and the task.
+TEST(Worker, TransferHooksDecideWhatATaskAwaitsAndWhenItEnds) {
+  Hooks hooks;
+  Rig rig(1, 1 << 20, 1 << 20, "cpu");
+  rig.worker->connect(&hooks);
+  Rect box(1, {0, 0, 0}, {10, 1, 1});
+  auto recv = [&](plan::TransferId transfer) {
+    return rig.task(0, plan::Recv{ChunkRef{1, box}, box, 4, 1, transfer}, {1});
+  };
+  rig.worker->submit({rig.task(0, plan::CreateChunk{1, 40})});
+  rig.worker->wait(1);
+  hooks.holds = 1;
+  rig.worker->submit({recv(7), rig.task(0, plan::Barrier{}, {2})});
+  EXPECT_TRUE(rig.worker->unsatisfy(2));  // it waits for two satisfies now
+  rig.worker->satisfy(2, nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(hooks.runs(), 0u);
+  rig.worker->satisfy(2, nullptr);
+  ASSERT_TRUE(hooks.ran_times(1));
+  EXPECT_FALSE(rig.worker->unsatisfy(2));  // it has run, and is held
+  EXPECT_FALSE(rig.worker->is_done(2));
+  rig.worker->resume(2, nullptr, true);
+  rig.worker->wait(3);
+  EXPECT_EQ(hooks.runs(), 2u);
+  EXPECT_FALSE(rig.worker->unsatisfy(2));  // done
+  rig.worker->submit({recv(8), rig.task(0, plan::Barrier{}, {4})});
+  rig.worker->satisfy(4, std::make_exception_ptr(NetError("rank 1 is gone")));
+  try {
+    rig.worker->wait(5);
+    ADD_FAILURE() << "no error";
+  } catch (const NetError& e) {
+    EXPECT_STREQ(e.what(), "rank 1 is gone");
+  }
+  EXPECT_EQ(hooks.runs(), 2u);
+  hooks.holds = 1;
+  rig.worker->submit({recv(9)});
+  rig.worker->satisfy(6, nullptr);
+  ASSERT_TRUE(hooks.ran_times(3));
+  rig.worker->resume(6, std::make_exception_ptr(NetError("no reply")), false);
+  try {
+    rig.worker->wait(6);
+    ADD_FAILURE() << "no error";
+  } catch (const NetError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 3, task 6 (recv on device 0)"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("no reply"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(rig.worker->wait_all());
+  EXPECT_EQ(hooks.finished_ok, std::vector<plan::TaskId>{2});
+  EXPECT_EQ(hooks.finished_failed, (std::vector<plan::TaskId>{4, 6}));
+  EXPECT_THROW(rig.worker->resume(6, nullptr, true), Error);  // not held: an internal error
+}
+
 // Two workers of one process standing in for two ranks: what one's Send reads, the other's
 // Recv (or RecvHost) gets.
 // With `lend`, Sends to a Recv lend their memory (as between ranks of one node), and the
@@ -355,23 +444,23 @@ struct Link : DataLink {
   }
   void send(int rank, plan::TransferId transfer, Bytes data) override {
     if (transfers) ++*transfers;
-    ranks[rank]->worker->deliver(transfer, std::move(data));
+    ranks[rank]->transfers->deliver(transfer, std::move(data));
   }
   void fail(int rank, plan::TransferId transfer, const std::exception_ptr& error) override {
-    ranks[rank]->worker->deliver_failure(transfer, error);
+    ranks[rank]->transfers->deliver_failure(transfer, error);
   }
   int rank() const override { return me; }
   bool may_lend(int, std::size_t) const override { return lend; }
   void send_lent(int rank, plan::TransferId transfer, const Rect& rect,
                  std::vector<unsigned char> lent) override {
     if (transfers) ++*transfers;
-    ranks[rank]->worker->deliver_lent(transfer, me, rect, std::move(lent));
+    ranks[rank]->transfers->deliver_lent(transfer, me, rect, std::move(lent));
   }
   void lent_done(int rank, plan::TransferId transfer, LentReply reply) override {
-    later([=, this] { ranks[rank]->worker->lent_done(transfer, reply); });
+    later([=, this] { ranks[rank]->transfers->lent_done(transfer, reply); });
   }
   void recall_lent(int rank, plan::TransferId transfer) override {
-    later([=, this] { ranks[rank]->worker->recall_lent(transfer); });
+    later([=, this] { ranks[rank]->transfers->recall_lent(transfer); });
   }
 };
 
@@ -383,8 +472,8 @@ TEST(Worker, SendsAndReceivesMoveChunksBetweenWorkers) {
   Rig a(1, 1 << 20, 1 << 20, "cpu"), b(1, 1 << 20, 1 << 20, "cpu");
   Rig* ranks[] = {&a, &b};
   Link link_a(ranks, 0), link_b(ranks, 1);
-  a.worker->connect(&link_a);
-  b.worker->connect(&link_b);
+  a.transfers->connect(&link_a);
+  b.transfers->connect(&link_b);
   const int n = 500;
   Rect box(1, {0, 0, 0}, {n, 1, 1}), part(1, {100, 0, 0}, {300, 1, 1});
   auto values = test::random_vector<int>(n, g);
@@ -408,7 +497,7 @@ TEST(Worker, SendsAndReceivesMoveChunksBetweenWorkers) {
   a.worker->wait_all();
   EXPECT_EQ(back, std::vector<int>(values.begin() + 100, values.begin() + 300));
   // 800 bytes for a 400-byte region.
-  b.worker->deliver(9, std::vector<unsigned char>(800, 1));
+  b.transfers->deliver(9, std::vector<unsigned char>(800, 1));
   b.worker->submit(
       {b.task(0, plan::Recv{ChunkRef{1, box}, Rect(1, {0, 0, 0}, {100, 1, 1}), 4, 0, 9})});
   try {
@@ -445,7 +534,7 @@ struct SplitRun {
 };
 template <class R = Rig>
 std::size_t split_stencil_run(int64_t superblock, int expected_transfers, SplitRun how = {},
-                              WorkerStats* stats = nullptr) {
+                              TransferStats* stats = nullptr) {
   auto make = [&]() -> std::unique_ptr<R> {
     if constexpr (std::is_same_v<R, AsyncRig>) {
       auto r = std::make_unique<AsyncRig>(2, how.device_bytes, how.discrete);
@@ -462,8 +551,8 @@ std::size_t split_stencil_run(int64_t superblock, int expected_transfers, SplitR
   Rig* ranks[] = {a.get(), b.get()};
   std::atomic<int> transfers{0};
   Link link_a(ranks, 0, &transfers, how.lend), link_b(ranks, 1, &transfers, how.lend);
-  a->worker->connect(&link_a);
-  b->worker->connect(&link_b);
+  a->transfers->connect(&link_a);
+  b->transfers->connect(&link_b);
   StencilProblem problem(4, 1000, superblock, 3, 35);
   plan::PlanSplitter splitter(plan::Placement::by_rank({2, 2}));
   for (const plan::Plan& p : problem.plans) {
@@ -482,9 +571,9 @@ std::size_t split_stencil_run(int64_t superblock, int expected_transfers, SplitR
   for (Rig* r : ranks) {
     for (const MemoryStats& st : r->memory->stats()) copied += st.copied_out_bytes;
     if (stats) {
-      const WorkerStats w = r->worker->stats();
-      stats->transfers_lent += w.transfers_lent;
-      stats->transfers_refused += w.transfers_refused;
+      const TransferStats t = r->transfers->stats();
+      stats->lent += t.lent;
+      stats->refused += t.refused;
     }
   }
   return copied;
@@ -528,7 +617,7 @@ TEST(Worker, PlansSplitOverDiscreteAsynchronousWorkersComputeWhatOneWould) {
 // device memory of their own too. Where the lent memory is out of reach, the bytes come
 // after all. Either way, what one worker would compute.
 TEST(Worker, PlansSplitOverWorkersThatLendMemoryComputeWhatOneWould) {
-  WorkerStats aligned, sync, async, tight, refused;
+  TransferStats aligned, sync, async, tight, refused;
   split_stencil_run(250, 3 * 2 + 2, {.lend = true}, &aligned);
   split_stencil_run(125, 0, {.lend = true}, &sync);
   for (int i = 0; i < 20 && !HasFailure(); ++i) {
@@ -544,23 +633,22 @@ TEST(Worker, PlansSplitOverWorkersThatLendMemoryComputeWhatOneWould) {
                                 &refused);
   }
   // Halos between the workers are lent (read-backs into the driver's memory are not).
-  EXPECT_EQ(aligned.transfers_lent, 3u * 2);
-  EXPECT_GT(sync.transfers_lent, 3u * 2);
-  EXPECT_EQ(async.transfers_lent, 20u * 3 * 2);
-  EXPECT_EQ(async.transfers_refused, 0u);
+  EXPECT_EQ(aligned.lent, 3u * 2);
+  EXPECT_GT(sync.lent, 3u * 2);
+  EXPECT_EQ(async.lent, 20u * 3 * 2);
+  EXPECT_EQ(async.refused, 0u);
   // Short of device memory, workers decline and recall lent memory rather than wait for
   // each other's; some is still lent.
-  EXPECT_GT(tight.transfers_lent, 0u);
-  EXPECT_GT(tight.transfers_refused, 0u);
-  EXPECT_EQ(refused.transfers_lent, 0u);
-  EXPECT_EQ(refused.transfers_refused, 20u * 3 * 2);
+  EXPECT_GT(tight.lent, 0u);
+  EXPECT_GT(tight.refused, 0u);
+  EXPECT_EQ(refused.lent, 0u);
+  EXPECT_EQ(refused.refused, 20u * 3 * 2);
   std::printf(
       "lent: %llu (cpu), %llu (asynchronous), %llu of %llu (short of memory); refused and "
       "sent: %llu\n",
-      (unsigned long long)(aligned.transfers_lent + sync.transfers_lent),
-      (unsigned long long)async.transfers_lent, (unsigned long long)tight.transfers_lent,
-      (unsigned long long)(tight.transfers_lent + tight.transfers_refused),
-      (unsigned long long)refused.transfers_refused);
+      (unsigned long long)(aligned.lent + sync.lent), (unsigned long long)async.lent,
+      (unsigned long long)tight.lent, (unsigned long long)(tight.lent + tight.refused),
+      (unsigned long long)refused.refused);
 }
 
 // A Recv that fails (its dependency did) with lent memory in hand, submitted before and
@@ -571,8 +659,8 @@ TEST(Worker, ARecvThatFailsReleasesTheMemoryLentToIt) {
   Rig a(1, 1 << 20, 1 << 20, "cpu"), b(1, 1 << 20, 1 << 20, "cpu");
   Rig* ranks[] = {&a, &b};
   Link link_a(ranks, 0, nullptr, true), link_b(ranks, 1, nullptr, true);
-  a.worker->connect(&link_a);
-  b.worker->connect(&link_b);
+  a.transfers->connect(&link_a);
+  b.transfers->connect(&link_b);
   const int n = 100;
   Rect box(1, {0, 0, 0}, {n, 1, 1});
   auto values = test::random_vector<int>(n, g);
@@ -591,7 +679,7 @@ TEST(Worker, ARecvThatFailsReleasesTheMemoryLentToIt) {
   b.worker->submit({b.task(0, plan::Recv{ChunkRef{1, box}, box, 4, 0, 8}, {102})});
   EXPECT_NO_THROW(a.worker->wait_all());  // both Sends ended
   EXPECT_THROW(b.worker->wait_all(), AccessError);
-  EXPECT_EQ(a.worker->stats().transfers_lent, 2u);
+  EXPECT_EQ(a.transfers->stats().lent, 2u);
   EXPECT_EQ(a.worker->stats().tasks_failed, 0u);
 }
 
