@@ -51,11 +51,11 @@ Transfers::Transfers(Worker& worker, std::vector<backend::Device*> devices, Memo
 }
 
 Transfers::~Transfers() {
-  if (stats_.lent + stats_.refused > 0)
+  if (stats_.lent + stats_.not_copied > 0)
     log::info(
         "{} transfers copied by their receivers from this rank's memory, {} of them "
         "declined or out of reach (sent through the host instead)",
-        stats_.lent + stats_.refused, stats_.refused);
+        stats_.lent + stats_.not_copied, stats_.not_copied);
 }
 
 void Transfers::connect(DataLink* link) {
@@ -159,7 +159,7 @@ void Transfers::run(const Task& task) {
 void Transfers::run_send(const Task& task, const plan::Send& s, Outgoing& out) {
   backend::Device& dev = *devices_[task.device];
   void* src = memory_.data(s.src.id);
-  if (out.lends && !out.refused) {
+  if (out.lends && !out.send_bytes) {
     out.lent = dev.lend(src, static_cast<std::size_t>(s.src.rect.volume()) * s.elem_size);
     out.lent_rect = s.src.rect;
     if (!out.lent.empty()) return;
@@ -180,7 +180,7 @@ void Transfers::run_recv(const Task& task, const plan::Recv& r, Incoming& in) {
     try {
       dev.copy_lent(dst, r.dst.rect, in.lent, in.lent_rect, r.region, r.elem_size);
     } catch (const backend::LendingError& e) {
-      in.refused = true;  // the sender sends the bytes instead
+      in.unreachable = true;  // the sender sends the bytes instead
       log::info("rank {} sends its data the long way: {}", r.from, e.what());
     }
     return;
@@ -255,11 +255,11 @@ bool Transfers::after_recv(const Task& task, const plan::Recv& r, std::exception
   const TransferId transfer = r.transfer;
   try {
     DataLink& link = this->link(task);
-    if (in.refused && !error) {
+    if (in.unreachable && !error) {
       {
         std::lock_guard lock(mutex_);
         in.lent.clear();
-        in.refused = false;
+        in.unreachable = false;
         in.state = Incoming::State::refetch;  // before asking: the bytes may come at once
       }
       try {
@@ -273,7 +273,7 @@ bool Transfers::after_recv(const Task& task, const plan::Recv& r, std::exception
       }
       return false;
     }
-    if (!in.refused) devices_[task.device]->release_lent(in.lent);
+    if (!in.unreachable) devices_[task.device]->release_lent(in.lent);
     {
       std::lock_guard lock(mutex_);
       in.lent.clear();
@@ -403,8 +403,8 @@ void Transfers::lent_done(TransferId transfer, LentReply reply) {
     Outgoing& out = it->second;
     out.waiting = false;
     out.lent.clear();
-    out.refused = !copied;  // then the bytes, read on the device as for any Send
-    ++(copied ? stats_.lent : stats_.refused);
+    out.send_bytes = !copied;  // then the bytes, read on the device as for any Send
+    ++(copied ? stats_.lent : stats_.not_copied);
     task = out.task;
   }
   worker_.resume(task, nullptr, !copied);

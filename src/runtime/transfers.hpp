@@ -63,8 +63,8 @@ class DataLink {
 };
 
 struct TransferStats {
-  uint64_t lent = 0;     // Sends whose memory the receiver copied itself
-  uint64_t refused = 0;  // ... out of the receiver's reach, or declined: bytes sent instead
+  uint64_t lent = 0;        // Sends whose memory the receiver copied itself
+  uint64_t not_copied = 0;  // ... out of the receiver's reach, or declined: bytes sent instead
 };
 
 class Transfers final : public TransferHooks {
@@ -128,15 +128,15 @@ class Transfers final : public TransferHooks {
     std::exception_ptr error;
     std::vector<unsigned char> lent;  // described by the lending device
     Rect lent_rect;
-    int from = -1;         // the lending rank
-    bool refused = false;  // the device could not reach the lent memory
+    int from = -1;             // the lending rank
+    bool unreachable = false;  // the device could not reach the lent memory
   };
   // A Send's transfer, from when it is taken to its device.
   struct Outgoing {
     plan::TaskId task = 0;
     int to = -1;
-    bool lends = false;    // to a rank of this node that may copy from this device
-    bool refused = false;  // the receiver did not copy: the bytes go
+    bool lends = false;       // to a rank of this node that may copy from this device
+    bool send_bytes = false;  // the receiver did not copy: the bytes go
     bool recalled = false;
     bool waiting = false;  // lent: for the receiver to say it is done
     Bytes data;

@@ -573,7 +573,7 @@ std::size_t split_stencil_run(int64_t superblock, int expected_transfers, SplitR
     if (stats) {
       const TransferStats t = r->transfers->stats();
       stats->lent += t.lent;
-      stats->refused += t.refused;
+      stats->not_copied += t.not_copied;
     }
   }
   return copied;
@@ -617,7 +617,7 @@ TEST(Worker, PlansSplitOverDiscreteAsynchronousWorkersComputeWhatOneWould) {
 // device memory of their own too. Where the lent memory is out of reach, the bytes come
 // after all. Either way, what one worker would compute.
 TEST(Worker, PlansSplitOverWorkersThatLendMemoryComputeWhatOneWould) {
-  TransferStats aligned, sync, async, tight, refused;
+  TransferStats aligned, sync, async, tight, unreached;
   split_stencil_run(250, 3 * 2 + 2, {.lend = true}, &aligned);
   split_stencil_run(125, 0, {.lend = true}, &sync);
   for (int i = 0; i < 20 && !HasFailure(); ++i) {
@@ -627,28 +627,28 @@ TEST(Worker, PlansSplitOverWorkersThatLendMemoryComputeWhatOneWould) {
         125, 0,
         {.jitter_us = 1 + 53 * i % 300, .device_bytes = 2560, .discrete = true, .lend = true},
         &tight);
-    // Each halo is offered, refused and sent.
+    // Each halo is lent, found out of reach, and sent.
     split_stencil_run<AsyncRig>(250, 3 * 2 * 2 + 2,
                                 {.jitter_us = 1 + 29 * i % 300, .lend = true, .unreachable = true},
-                                &refused);
+                                &unreached);
   }
   // Halos between the workers are lent (read-backs into the driver's memory are not).
   EXPECT_EQ(aligned.lent, 3u * 2);
   EXPECT_GT(sync.lent, 3u * 2);
   EXPECT_EQ(async.lent, 20u * 3 * 2);
-  EXPECT_EQ(async.refused, 0u);
+  EXPECT_EQ(async.not_copied, 0u);
   // Short of device memory, workers decline and recall lent memory rather than wait for
   // each other's; some is still lent.
   EXPECT_GT(tight.lent, 0u);
-  EXPECT_GT(tight.refused, 0u);
-  EXPECT_EQ(refused.lent, 0u);
-  EXPECT_EQ(refused.refused, 20u * 3 * 2);
+  EXPECT_GT(tight.not_copied, 0u);
+  EXPECT_EQ(unreached.lent, 0u);
+  EXPECT_EQ(unreached.not_copied, 20u * 3 * 2);
   std::printf(
-      "lent: %llu (cpu), %llu (asynchronous), %llu of %llu (short of memory); refused and "
+      "lent: %llu (cpu), %llu (asynchronous), %llu of %llu (short of memory); out of reach and "
       "sent: %llu\n",
       (unsigned long long)(aligned.lent + sync.lent), (unsigned long long)async.lent,
-      (unsigned long long)tight.lent, (unsigned long long)(tight.lent + tight.refused),
-      (unsigned long long)refused.refused);
+      (unsigned long long)tight.lent, (unsigned long long)(tight.lent + tight.not_copied),
+      (unsigned long long)unreached.not_copied);
 }
 
 // A Recv that fails (its dependency did) with lent memory in hand, submitted before and
