@@ -1,0 +1,134 @@
+// What one launch costs, through the public API: a chain of dependent launches of a one-line
+// elementwise kernel (y[i] = y[i] * 0.5f + x[i]), and a launch followed by wait(), for
+// arrays of one chunk or several. bench/launch/cupy_launch.py times the same kernel as a
+// CuPy ElementwiseKernel; scripts/launch-bench.sh runs the two side by side.
+//
+//   bench_launch [--n 65536] [--chunks 1,4] [--launches 20000] [--runs 5] [--json out.json]
+#include <gridspan/gridspan.hpp>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <vector>
+
+namespace gs = gridspan;
+
+namespace {
+
+const char* kSource = R"(
+__device__ void axpy_half(dim3 blockIdx, int n, gridspan::Vector<float> y,
+                          const gridspan::Vector<float> x) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = y[i] * 0.5f + x[i];
+})";
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Figures {
+  double chain_us = 0, wait_us = 0;
+};
+
+// Seconds per launch of `launches` dependent launches, then one wait; and of `waits`
+// launches each followed by wait(). The medians of `runs`.
+Figures time_launches(gs::Context& ctx, const gs::Kernel& k, int n, int chunks, int launches,
+                      int runs, std::vector<float>& y_out, int& total_launches) {
+  const int per_chunk = (n + chunks - 1) / chunks;
+  const auto dist = gs::dist::rows(per_chunk);
+  const auto work = gs::work::tiles({per_chunk});
+  std::mt19937 g(12345);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> xs(n), ys(n);
+  for (auto& v : xs) v = u(g);
+  for (auto& v : ys) v = u(g);
+  auto x = ctx.from_vector<float>(xs, {n}, dist);
+  auto y = ctx.from_vector<float>(ys, {n}, dist);
+  auto launch = [&] { return k.launch({n}, {256}, work, n, y, x); };
+  for (int i = 0; i < 100; ++i) launch();  // warm: compiled, chunks resident
+  ctx.synchronize();
+  total_launches = 100;
+  std::vector<double> chain, wait;
+  for (int r = 0; r < runs; ++r) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < launches; ++i) launch();
+    ctx.synchronize();
+    chain.push_back(seconds_since(t0) / launches);
+    const int waits = std::max(1, launches / 4);
+    t0 = Clock::now();
+    for (int i = 0; i < waits; ++i) launch().wait();
+    wait.push_back(seconds_since(t0) / waits);
+    total_launches += launches + waits;
+  }
+  y_out = y.to_vector();
+  return {median(chain) * 1e6, median(wait) * 1e6};
+}
+
+// The chain's result on the host: each launch is y = y * 0.5 + x, in float as on a device
+// (0.5 is exact, so the one rounding per step matches a fused multiply-add's). y tends to
+// 2x, a fixed point it reaches well within 300 steps, so 300 stand for more.
+bool check(int n, int total_launches, const std::vector<float>& got) {
+  total_launches = std::min(total_launches, 300);
+  std::mt19937 g(12345);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> xs(n), ys(n);
+  for (auto& v : xs) v = u(g);
+  for (auto& v : ys) v = u(g);
+  for (int i = 0; i < n; ++i) {
+    float y = ys[i];
+    for (int s = 0; s < total_launches; ++s) y = std::fma(y, 0.5f, xs[i]);
+    if (std::fabs(y - got[i]) > 1e-5f * std::max(1.0f, std::fabs(y))) {
+      std::fprintf(stderr, "element %d: %g, expected %g\n", i, got[i], y);
+      return false;
+    }
+    if (i > 4096) break;  // the first elements suffice (every chunk is launched alike)
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"the cost of one launch through the public API"};
+  int n = 1 << 16, launches = 20000, runs = 5;
+  std::vector<int> chunk_counts{1, 4};
+  std::string json_path;
+  app.add_option("--n", n, "elements per array");
+  app.add_option("--chunks", chunk_counts, "chunks per array (each a run)")->delimiter(',');
+  app.add_option("--launches", launches, "launches per timed chain");
+  app.add_option("--runs", runs, "timed chains (the median is reported)");
+  app.add_option("--json", json_path, "write the figures here");
+  CLI11_PARSE(app, argc, argv);
+  return gs::run_program([&] {
+    gs::Context ctx;
+    auto k = ctx.compile(gs::KernelDef::from_source(kSource, "axpy_half")
+                             .annotate("global i => readwrite y[i], read x[i]"));
+    nlohmann::json out = {{"n", n}, {"launches", launches}, {"runs", runs}, {"results", {}}};
+    std::printf("%-8s %10s %22s %22s\n", "chunks", "n", "chain [us/launch]", "launch+wait [us]");
+    bool ok = true;
+    for (int chunks : chunk_counts) {
+      std::vector<float> y;
+      int total = 0;
+      Figures f = time_launches(ctx, k, n, chunks, launches, runs, y, total);
+      ok = check(n, total, y) && ok;
+      std::printf("%-8d %10d %22.2f %22.2f\n", chunks, n, f.chain_us, f.wait_us);
+      out["results"].push_back(
+          {{"chunks", chunks}, {"chain_us", f.chain_us}, {"wait_us", f.wait_us}});
+    }
+    if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
+    if (!ok) std::fprintf(stderr, "the results differ from the host's\n");
+    return ok ? 0 : 1;
+  });
+}

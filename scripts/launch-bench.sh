@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# bench_launch (gridspan, public API) and the same kernel in CuPy, side by side in one run on
+# a GPU machine: per launch of a dependent chain, and a launch followed by wait, at a small
+# size (fixed cost) and a large one (the kernel). Figures go to $OUTDIR.
+#
+#   scripts/launch-bench.sh               # n = 65536 and 16 Mi, 1 and 4 chunks
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUTDIR=${OUTDIR:-bench/results/launch-$(date +%F)}
+BUILD=${BUILD:-build-launch}
+SIZES=${SIZES:-65536 16777216}
+mkdir -p "$OUTDIR"
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGRIDSPAN_ENABLE_CUDA=ON \
+  -DGRIDSPAN_BUILD_TESTS=OFF -DGRIDSPAN_BUILD_BENCH=ON >/dev/null
+cmake --build "$BUILD" -j "$(nproc)" --target bench_launch >/dev/null
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader || true
+export GRIDSPAN_CACHE_DIR=$PWD/$BUILD/kernel-cache
+for n in $SIZES; do
+  launches=$([ "$n" -gt 1000000 ] && echo 2000 || echo 20000)
+  echo "== n = $n, $launches launches per chain"
+  "$BUILD/bench/bench_launch" --n "$n" --launches "$launches" --json "$OUTDIR/gridspan-$n.json"
+  python3 bench/launch/cupy_launch.py --n "$n" --launches "$launches" --json "$OUTDIR/cupy-$n.json"
+done
