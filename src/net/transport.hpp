@@ -38,7 +38,7 @@ class Transport {
   virtual int node_rank() const { return 0; }
   virtual int node_size() const { return 1; }
   /// The ranks of this rank's node, itself included: processes that may reach each other's
-  /// memory (Device::share).
+  /// memory (Device::lend).
   virtual std::vector<int> node_peers() const { return {rank()}; }
   /// Ends every rank of the run at once with `code` (a rank that died or hangs cannot take
   /// part in an orderly end). The default ends this process only.

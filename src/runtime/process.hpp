@@ -1,4 +1,4 @@
-// This process as one rank of a run under mpirun (issue 4). Every rank is a worker; rank 0
+// This process as one rank of a run under mpirun. Every rank is a worker; rank 0
 // also drives: it runs the user's program, and each gs::Context there is a session that
 // every other rank serves (its own backend, memory manager and worker) from `open` to
 // `shutdown`. The other ranks run no user code: they serve sessions until the driver ends

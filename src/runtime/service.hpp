@@ -1,4 +1,4 @@
-// One rank's worker served over a transport (issue 4): the driver's task batches are
+// One rank's worker served over a transport: the driver's task batches are
 // submitted to it, transfer data from other ranks are delivered to its Transfers, its Send tasks'
 // data go out through the transport, and every Barrier part it finishes is reported to the driver's
 // rank. A thread of its own receives and dispatches every message; on the driver's rank it also

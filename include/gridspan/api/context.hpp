@@ -19,10 +19,10 @@ namespace gridspan {
 
 class Context {
  public:
-  /// Starts the embedded default: GRIDSPAN_CPU_DEVICES virtual cpu devices. Under mpirun,
-  /// rank 0's Context spans every rank; on the other ranks this serves rank 0 and then ends
-  /// the process with rank 0's exit code (they never run the code after it: gs::run says so
-  /// more plainly).
+  /// Opens the devices `config` names (by default the environment's: GPUs when there are,
+  /// else GRIDSPAN_CPU_DEVICES virtual cpu devices). Under mpirun, rank 0's Context spans
+  /// every rank; on another rank it throws, since those ranks serve rank 0: start the
+  /// program with gs::run or gs::run_program, which do that on every rank.
   explicit Context(const Config& config = Config::from_env());
   ~Context();
   Context(const Context&) = delete;
