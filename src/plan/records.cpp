@@ -5,42 +5,62 @@
 
 namespace gridspan::plan {
 
-void RegionRecords::prune(std::vector<Record>& records) const {
-  if (records.size() < 32 || !is_done_) return;
+namespace {
+
+void erase_if_done(std::vector<RegionRecords::Record>& records,
+                   const std::function<bool(TaskId)>& is_done) {
   records.erase(std::remove_if(records.begin(), records.end(),
-                               [&](const Record& r) { return is_done_(r.task); }),
+                               [&](const RegionRecords::Record& r) { return is_done(r.task); }),
                 records.end());
 }
 
+void erase_covered(std::vector<RegionRecords::Record>& records, const Rect& by) {
+  records.erase(
+      std::remove_if(records.begin(), records.end(),
+                     [&](const RegionRecords::Record& r) { return by.contains(r.region); }),
+      records.end());
+}
+
+void overlapping(const std::vector<RegionRecords::Record>& records, const Rect& r,
+                 std::vector<TaskId>& deps) {
+  for (const RegionRecords::Record& rec : records)
+    if (rec.region.overlaps(r)) deps.push_back(rec.task);
+}
+
+}  // namespace
+
+void RegionRecords::prune(Chunk& chunk) const {
+  if (chunk.size() < chunk.prune_at || !is_done_) return;
+  erase_if_done(chunk.writes, is_done_);
+  erase_if_done(chunk.reads, is_done_);
+  chunk.prune_at = std::max<std::size_t>(32, 2 * chunk.size());
+}
+
 void RegionRecords::read_deps(ChunkId c, const Rect& r, std::vector<TaskId>& deps) const {
-  auto it = records_.find(c);
-  if (it == records_.end()) return;
-  for (const Record& rec : it->second)
-    if (rec.write && rec.region.overlaps(r)) deps.push_back(rec.task);
+  if (auto it = records_.find(c); it != records_.end()) overlapping(it->second.writes, r, deps);
 }
 
 void RegionRecords::write_deps(ChunkId c, const Rect& r, std::vector<TaskId>& deps) const {
   auto it = records_.find(c);
   if (it == records_.end()) return;
-  for (const Record& rec : it->second)
-    if (rec.region.overlaps(r)) deps.push_back(rec.task);
+  overlapping(it->second.writes, r, deps);
+  overlapping(it->second.reads, r, deps);
 }
 
 void RegionRecords::record(ChunkId c, const Rect& r, TaskId t, bool write) {
-  auto& recs = records_[c];
+  Chunk& chunk = records_[c];
   if (write) {
     // A writer depends on every record it overlaps; those it covers are superseded.
-    recs.erase(std::remove_if(recs.begin(), recs.end(),
-                              [&](const Record& rec) { return r.contains(rec.region); }),
-               recs.end());
+    erase_covered(chunk.writes, r);
+    erase_covered(chunk.reads, r);
   }
-  prune(recs);
-  recs.push_back(Record{r, t, write});
+  prune(chunk);
+  (write ? chunk.writes : chunk.reads).push_back(Record{r, t});
 }
 
 std::size_t RegionRecords::size() const {
   std::size_t n = 0;
-  for (auto& [c, r] : records_) n += r.size();
+  for (auto& [c, chunk] : records_) n += chunk.size();
   return n;
 }
 

@@ -1,7 +1,10 @@
 // Dependency tracking between plans: per chunk, the regions tasks last wrote and read. A
 // reader depends on the writers it overlaps (RAW); a writer on every record it overlaps
 // (WAR, WAW) and supersedes the records it covers, so disjoint writers of one chunk never
-// wait for each other. Records of finished tasks are pruned once a chunk has 32.
+// wait for each other. Records of finished tasks are pruned once a chunk has 32, and then
+// when it has twice what the last pruning left: while the tasks still run (a long chain
+// queued on a GPU), asking after each of them at every record would cost a launch more
+// the more are queued.
 #pragma once
 
 #include <functional>
@@ -29,16 +32,23 @@ class RegionRecords {
   /// Records kept, over every chunk.
   std::size_t size() const;
 
- private:
   struct Record {
     Rect region;
     TaskId task;
-    bool write;
   };
-  void prune(std::vector<Record>& records) const;
+
+ private:
+  // Writers and readers apart: a reader looks at the writers only, and a chunk read by
+  // every launch of a chain has many readers and one writer.
+  struct Chunk {
+    std::vector<Record> writes, reads;
+    std::size_t prune_at = 32;
+    std::size_t size() const { return writes.size() + reads.size(); }
+  };
+  void prune(Chunk& chunk) const;
 
   std::function<bool(TaskId)> is_done_;
-  std::unordered_map<ChunkId, std::vector<Record>> records_;
+  std::unordered_map<ChunkId, Chunk> records_;
 };
 
 }  // namespace gridspan::plan

@@ -8,6 +8,7 @@
 #include "gridspan/core/error.hpp"
 #include "plan/plan_support.hpp"
 #include "plan/planner.hpp"
+#include "plan/records.hpp"
 
 namespace gridspan::plan {
 namespace {
@@ -264,6 +265,40 @@ TEST(Planner, ReplicatedWritesUpdateEveryReplica) {
   // Each superblock writes its replica in place and copies its part to the other two.
   EXPECT_EQ(count(p, "copy"), 3 * 2);
   EXPECT_EQ(count(p, "create"), 0);
+}
+
+// Readers of a chunk pile up while their tasks run (a chain queued on a GPU): the records
+// are pruned at doubling sizes, so asking after them costs a bounded number of questions
+// per record however many still run; once they are done they go. Disjoint readers keep
+// their records, a writer over all of them supersedes them.
+TEST(RegionRecords, FinishedTasksArePrunedAtDoublingSizes) {
+  plan::TaskId done_below = 0;
+  std::size_t asked = 0;
+  plan::RegionRecords records([&](plan::TaskId t) {
+    ++asked;
+    return t < done_below;
+  });
+  const Rect all(1, {0, 0, 0}, {100, 1, 1});
+  const int n = 5000;
+  for (int t = 1; t <= n; ++t) records.record(1, all, t, false);
+  EXPECT_EQ(records.size(), std::size_t(n));  // none is done: all are kept
+  EXPECT_LT(asked, std::size_t(2 * n));
+  std::vector<plan::TaskId> deps;
+  records.write_deps(1, all, deps);
+  EXPECT_EQ(deps.size(), std::size_t(n));  // a writer waits for every reader
+  done_below = n + 1;
+  for (int t = n + 1; t <= 2 * n; ++t) records.record(1, all, t, false);
+  // The first n went at the next pruning; the second n still run.
+  EXPECT_EQ(records.size(), std::size_t(n));
+  deps.clear();
+  records.write_deps(1, all, deps);
+  EXPECT_EQ(*std::min_element(deps.begin(), deps.end()), plan::TaskId(n + 1));
+  EXPECT_LT(asked, std::size_t(5 * n));
+  records.record(1, all, 2 * n + 1, true);
+  EXPECT_EQ(records.size(), 1u);  // the writer covers them all
+  deps.clear();
+  records.read_deps(1, all, deps);
+  EXPECT_EQ(deps, std::vector<plan::TaskId>{plan::TaskId(2 * n + 1)});
 }
 
 }  // namespace

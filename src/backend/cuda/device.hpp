@@ -97,6 +97,7 @@ class CudaDevice final : public Device {
     std::thread thread;
   };
   void completion_loop(Lane& lane);
+  Lane& lane_for(Queue queue, const std::vector<Ticket>& after);
   Event take_event();
   void give_event(Event e);
   CUstream current_stream(const char* what) const;
@@ -125,7 +126,11 @@ class CudaDevice final : public Device {
   // The events of submitted works that have not finished, by ticket: a later work's stream
   // waits on them. An event leaves here before it is recycled, under the same mutex.
   std::mutex tickets_mutex_;
-  std::unordered_map<Ticket, CUevent> in_flight_;
+  struct InFlight {
+    CUevent event;
+    Lane* lane;
+  };
+  std::unordered_map<Ticket, InFlight> in_flight_;
   Ticket last_ticket_ = 0;
   Module builtins_;
   CUfunction copy_[5] = {}, fill_[5] = {};  // by element size 1, 2, 4, 8, 16
