@@ -3,6 +3,7 @@
 #include "runtime/worker.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -185,6 +186,8 @@ bool Worker::is_done(TaskId id) const {
 void Worker::wait(TaskId id) {
   std::unique_lock<AdaptiveMutex> lock(mutex_);
   finished_.clear();
+  if (auto p = pending_.find(id); p != pending_.end() && soon_done_on_device(p->second))
+    watch_for(id, lock);
   if (pending_.count(id)) {
     auto at = waited_.insert(id);
     wake_waiters_.wait(lock, [&] { return !pending_.count(id); });
@@ -194,6 +197,30 @@ void Worker::wait(TaskId id) {
   if (f != failed_.end()) {
     if (unreported_ == f->second) unreported_ = nullptr;
     std::rethrow_exception(f->second);
+  }
+}
+
+// A task queued on an asynchronous device (a GPU) often ends within microseconds, and so
+// does the barrier of a launch spread over such devices: the waiter watches for tasks
+// finishing for a while before it sleeps, since waking a sleeping thread costs as much.
+// Not on synchronous devices, whose executors need the cores.
+bool Worker::soon_done_on_device(const Node& node) const {
+  if (std::holds_alternative<plan::Barrier>(node.task.payload))
+    return std::any_of(devices_.begin(), devices_.end(),
+                       [](const backend::Device* d) { return d->asynchronous(); });
+  return node.launched && devices_[node.task.device]->asynchronous();
+}
+
+void Worker::watch_for(TaskId id, std::unique_lock<AdaptiveMutex>& lock) {
+  constexpr auto kWatch = std::chrono::microseconds(50);
+  const auto until = std::chrono::steady_clock::now() + kWatch;
+  while (pending_.count(id) && std::chrono::steady_clock::now() < until) {
+    const uint64_t seen = finishes_.load(std::memory_order_acquire);
+    lock.unlock();
+    while (finishes_.load(std::memory_order_acquire) == seen &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::yield();
+    lock.lock();
   }
 }
 
@@ -663,6 +690,7 @@ void Worker::finish(Node* first, std::exception_ptr first_error, std::deque<Node
     // task. Host data a write carried goes at once.
     if (auto* w = std::get_if<plan::HostWrite>(&node->task.payload)) w->data.reset();
     finished_.push_back(pending_.extract(id));
+    finishes_.fetch_add(1, std::memory_order_release);
     if (waited || (waiting_all_ > 0 && pending_.empty())) wake_waiters_.notify_all();
   }
 }

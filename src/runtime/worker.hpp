@@ -158,6 +158,8 @@ class Worker {
   void run_task(Node* node);     // on an executor thread, reported to the observer
   void run_payload(Node* node);  // does the task's work
   void unstage(Node* node, std::exception_ptr& error);
+  bool soon_done_on_device(const Node& node) const;
+  void watch_for(plan::TaskId id, std::unique_lock<AdaptiveMutex>& lock);
   void finish(Node* node, std::exception_ptr error, std::deque<Node*>& ready);
 
   std::vector<backend::Device*> devices_;
@@ -180,10 +182,11 @@ class Worker {
   std::unordered_multiset<plan::TaskId> waited_;  // tasks a wait() is blocked on
   int waiting_all_ = 0;
   bool stop_ = false;
-  bool progress_ = false;          // something was unstaged since the last staging attempt
-  bool short_of_memory_ = false;   // a task waits for memory: the hooks hear of it
-  uint64_t unstage_epoch_ = 0;     // counts unstages, to see one during a staging
-  std::atomic<int> callbacks_{0};  // completion callbacks running on executors
+  bool progress_ = false;              // something was unstaged since the last staging attempt
+  bool short_of_memory_ = false;       // a task waits for memory: the hooks hear of it
+  uint64_t unstage_epoch_ = 0;         // counts unstages, to see one during a staging
+  std::atomic<int> callbacks_{0};      // completion callbacks running on executors
+  std::atomic<uint64_t> finishes_{0};  // tasks finished, watched by a waiter without the lock
   std::exception_ptr unreported_;
   WorkerStats stats_;
   std::thread scheduler_;

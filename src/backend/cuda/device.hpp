@@ -93,10 +93,12 @@ class CudaDevice final : public Device {
     std::mutex mutex;
     std::condition_variable cv;
     std::deque<Pending> queue;
+    std::atomic<std::size_t> queued{0};  // queue.size(), read without the mutex
     bool stop = false;
     std::thread thread;
   };
   void completion_loop(Lane& lane);
+  Pending next_pending(Lane& lane);
   Lane& lane_for(Queue queue, const std::vector<Ticket>& after);
   Event take_event();
   void give_event(Event e);
