@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench_launch (gridspan, public API) and the same kernel in CuPy, side by side in one run on
 # a GPU machine: per launch of a dependent chain, and a launch followed by wait, at a small
-# size (fixed cost) and a large one (the kernel). Figures go to $OUTDIR.
+# size (fixed cost) and a large one (the kernel), then plain CUDA's floor. Figures go to
+# $OUTDIR.
 #
 #   scripts/launch-bench.sh               # n = 65536 and 16 Mi, 1 and 4 chunks
 set -euo pipefail
@@ -21,3 +22,12 @@ for n in $SIZES; do
   "$BUILD/bench/bench_launch" --n "$n" --launches "$launches" --json "$OUTDIR/gridspan-$n.json"
   python3 bench/launch/cupy_launch.py --n "$n" --launches "$launches" --json "$OUTDIR/cupy-$n.json"
 done
+# The floor: the same kernel launched by plain CUDA (runtime API), with and without an event
+# after each launch and a thread waiting on them, and what enqueueing a launch costs the host.
+if command -v nvcc >/dev/null; then
+  for prog in plain_launch plain_enqueue; do
+    nvcc -O2 -std=c++17 -o "$BUILD/$prog" "bench/launch/$prog.cu"
+    echo "== $prog"
+    "$BUILD/$prog"
+  done
+fi
