@@ -19,6 +19,8 @@ std::string mode_name(Mode m) {
       return "reduce";
     case Mode::atomic:
       return "atomic";
+    case Mode::overwrite:
+      return "overwrite";
   }
   return "?";
 }
@@ -65,7 +67,15 @@ MergedMode merge_modes(const Annotation::Impl& impl, int param) {
       if ((m.mode != r.mode || m.op != r.op) && m.conflict < 0) m.conflict = static_cast<int>(i);
       continue;
     }
-    if (m.mode != r.mode) m.mode = Mode::readwrite;
+    // Several rules of one array: each writes its own region completely, but their union
+    // (what the planner sees) may have gaps, so overwrite becomes write.
+    if (m.mode == Mode::overwrite || r.mode == Mode::overwrite) {
+      const bool reads = m.mode == Mode::read || m.mode == Mode::readwrite ||
+                         r.mode == Mode::read || r.mode == Mode::readwrite;
+      m.mode = reads ? Mode::readwrite : Mode::write;
+    } else if (m.mode != r.mode) {
+      m.mode = Mode::readwrite;
+    }
   }
   return m;
 }

@@ -2,7 +2,9 @@
 //   annotation := binding+ "=>" rule ("," rule)*
 //   binding    := ("global" | "block" | "local") (name | "[" name ("," name){0,2} "]")
 //   rule       := mode array ("[" index ("," index)* "]")?
-//   mode       := read | write | readwrite | reduce(op) | atomic(op)
+//   mode       := read | write | overwrite | readwrite | reduce(op) | atomic(op)
+//                 (overwrite: the kernel writes every element of the region, so its old
+//                 contents are neither brought to the device nor assembled)
 //   index      := expr | expr? ":" expr?        -- both bounds inclusive
 // parse → checked affine expressions → per-superblock access regions.
 #pragma once
@@ -18,7 +20,7 @@
 
 namespace gridspan::annotation {
 
-enum class Mode { read, write, readwrite, reduce, atomic };
+enum class Mode { read, write, readwrite, reduce, atomic, overwrite };
 enum class ReduceOp { add, mul, min, max, bit_and, bit_or };
 
 std::string mode_name(Mode m);     // "read", "reduce(+)" needs the op: use access_name

@@ -18,7 +18,8 @@ bool is_binding_keyword(const std::string& s) {
 }
 
 bool is_mode_keyword(const std::string& s) {
-  return s == "read" || s == "write" || s == "readwrite" || s == "reduce" || s == "atomic";
+  return s == "read" || s == "write" || s == "overwrite" || s == "readwrite" || s == "reduce" ||
+         s == "atomic";
 }
 
 std::string describe(const Token& t) {
@@ -181,10 +182,11 @@ class Parser {
     rule.text = text_index_;
     if (m.kind != Tok::ident || !is_mode_keyword(m.text))
       fail(m.pos, fmt::format("expected an access mode, found {}", describe(m)),
-           "start each rule with read, write, readwrite, reduce(op) or atomic(op)");
+           "start each rule with read, write, overwrite, readwrite, reduce(op) or atomic(op)");
     next();
     rule.mode = m.text == "read"        ? Mode::read
                 : m.text == "write"     ? Mode::write
+                : m.text == "overwrite" ? Mode::overwrite
                 : m.text == "readwrite" ? Mode::readwrite
                 : m.text == "reduce"    ? Mode::reduce
                                         : Mode::atomic;

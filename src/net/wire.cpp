@@ -227,7 +227,7 @@ plan::Payload read_payload(Reader& r, const ExecutableOfId& executable_of) {
     for (plan::ExecArg& a : e.arrays) {
       a.chunk = read_chunk(r, "argument chunk");
       a.region = r.rect("argument region");
-      a.mode = read_enum(r, "argument mode", annotation::Mode::atomic);
+      a.mode = read_enum(r, "argument mode", annotation::Mode::overwrite);
       a.op = read_enum(r, "argument operator", annotation::ReduceOp::bit_or);
       a.write = read_enum(r, "argument write flag", uint8_t(1)) != 0;
     }

@@ -279,7 +279,8 @@ class Planner::Launch {
   // A temporary on the superblock's device, assembled by copies from the chunks that hold
   // its region: one on another device holding it all, else disjoint pieces, local chunks
   // first. Written temporaries are assembled too, so elements the kernel leaves alone keep
-  // their values when scattered back (as they would in a chunk used in place).
+  // their values when scattered back (as they would in a chunk used in place); those it
+  // overwrites are not.
   void assemble(const Access& acc, Task& exec, ExecArg& arg, int remote, bool shareable) {
     const int p = acc.param, dev = exec.device;
     const ArrayMeta* a = spec_.arrays[p];
@@ -288,7 +289,10 @@ class Planner::Launch {
     arg.chunk = ref;
     if (!shareable) temp_[p] = {ref, created};
     exec.deps.push_back(created);
-    if (remote >= 0) {
+    if (acc.mode == Mode::overwrite) {
+      // Nothing to bring, and nothing to wait for: the kernel writes the temporary only,
+      // and the scatter after it waits for the chunks' earlier users.
+    } else if (remote >= 0) {
       exec.deps.push_back(copy_in(a->chunks[remote], ref, created, acc.region, dev, a->elem_size));
     } else {
       const ChunkIndex& index = index_of(a);

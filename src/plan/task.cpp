@@ -100,35 +100,42 @@ const char* Task::kind() const {
   return names[payload.index()];
 }
 
-void Task::chunk_uses(std::vector<std::pair<ChunkId, bool>>& out) const {
+namespace {
+
+// One more use of `chunk`; a chunk used twice is discarded only if both uses discard it.
+void add_use(std::vector<ChunkAccess>& out, ChunkId chunk, bool write, bool discard) {
+  for (ChunkAccess& u : out)
+    if (u.chunk == chunk) {
+      u.write = u.write || write;
+      u.discard = u.discard && discard;
+      return;
+    }
+  out.push_back(ChunkAccess{chunk, write, discard});
+}
+
+}  // namespace
+
+void Task::chunk_uses(std::vector<ChunkAccess>& out) const {
   out.clear();
   std::visit(
       [&](const auto& p) {
         using P = std::decay_t<decltype(p)>;
-        if constexpr (std::is_same_v<P, Fill>)
-          out.emplace_back(p.dst.id, true);
-        else if constexpr (std::is_same_v<P, Copy>) {
-          out.emplace_back(p.src.id, false);
-          out.emplace_back(p.dst.id, true);
+        if constexpr (std::is_same_v<P, Fill> || std::is_same_v<P, HostWrite> ||
+                      std::is_same_v<P, Recv>) {
+          add_use(out, p.dst.id, true, false);
+        } else if constexpr (std::is_same_v<P, Copy>) {
+          add_use(out, p.src.id, false, false);
+          add_use(out, p.dst.id, true, false);
         } else if constexpr (std::is_same_v<P, Reduce>) {
-          for (auto& s : p.srcs) out.emplace_back(s.id, false);
-          out.emplace_back(p.dst.id, true);
-        } else if constexpr (std::is_same_v<P, HostWrite>)
-          out.emplace_back(p.dst.id, true);
-        else if constexpr (std::is_same_v<P, ReadBack>)
-          out.emplace_back(p.src.id, false);
-        else if constexpr (std::is_same_v<P, Send>)
-          out.emplace_back(p.src.id, false);
-        else if constexpr (std::is_same_v<P, Recv>)
-          out.emplace_back(p.dst.id, true);
-        else if constexpr (std::is_same_v<P, Execute>) {
+          for (auto& s : p.srcs) add_use(out, s.id, false, false);
+          add_use(out, p.dst.id, true, false);
+        } else if constexpr (std::is_same_v<P, ReadBack> || std::is_same_v<P, Send>) {
+          add_use(out, p.src.id, false, false);
+        } else if constexpr (std::is_same_v<P, Execute>) {
           for (auto& a : p.arrays)
-            if (a.chunk.id) {
-              bool merged = false;
-              for (auto& u : out)
-                if (u.first == a.chunk.id) u.second = u.second || a.write, merged = true;
-              if (!merged) out.emplace_back(a.chunk.id, a.write);
-            }
+            if (a.chunk.id)
+              add_use(out, a.chunk.id, a.write,
+                      a.mode == annotation::Mode::overwrite && a.region.contains(a.chunk.rect));
         }
       },
       payload);

@@ -133,6 +133,15 @@ struct RecvHost {
   TransferId transfer;
 };
 
+/// How a task uses one chunk: it reads it, writes part of it, or writes all of it
+/// (`discard`: the chunk's old contents are not needed, so they are not brought to the
+/// device; an Execute through an `overwrite` rule whose region covers the chunk).
+struct ChunkAccess {
+  ChunkId chunk;
+  bool write = false;
+  bool discard = false;
+};
+
 using Payload = std::variant<CreateChunk, DeleteChunk, Fill, Copy, Reduce, HostWrite, ReadBack,
                              Execute, Barrier, Send, Recv, RecvHost>;
 
@@ -142,8 +151,8 @@ struct Task {
   std::vector<TaskId> deps;
   Payload payload;
   const char* kind() const;
-  /// The chunks it touches and whether it writes them (for staging).
-  void chunk_uses(std::vector<std::pair<ChunkId, bool>>& out) const;
+  /// The chunks it touches, each once (for staging).
+  void chunk_uses(std::vector<ChunkAccess>& out) const;
 };
 
 /// What an executor hands an Executable for one superblock: the task and, per parameter,

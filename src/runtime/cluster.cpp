@@ -1,6 +1,8 @@
 // The driver's side of a session over several processes (see cluster.hpp).
 #include "runtime/cluster.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/log.hpp"
@@ -170,7 +172,11 @@ void Cluster::submit(plan::Plan plan) {
   if (tasks.empty() || tasks.back().id != done)
     throw Error(fmt::format("internal error: a plan for several ranks must end in its barrier"));
   PlanState state;
-  state.first = tasks.front().id;
+  // The plan's tasks are numbered from `first` to its barrier, though not in the order they
+  // come (a launch numbers its execute before the temporaries it makes for it).
+  state.first = std::min_element(tasks.begin(), tasks.end(), [](const auto& a, const auto& b) {
+                  return a.id < b.id;
+                })->id;
   {
     std::lock_guard lock(mutex_);
     if (failure_) std::rethrow_exception(failure_);

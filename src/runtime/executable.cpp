@@ -157,6 +157,62 @@ class ReadOnlyGuard {
   std::vector<std::vector<unsigned char>> before_;
 };
 
+// Checked mode: every `overwrite` region is poisoned before the kernel runs, and an element
+// still holding the poison afterwards was not written. A region whose chunk another
+// parameter also touches there is left alone (its values are that parameter's to read).
+class OverwriteGuard {
+ public:
+  OverwriteGuard(const std::vector<ParamInfo>& params, const plan::ExecFrame& frame)
+      : params_(params), frame_(frame) {
+    for (std::size_t p = 0; p < params_.size(); ++p)
+      if (checked(p)) poison(p);
+  }
+  // Throws AccessError for the first element of an overwrite region left unwritten.
+  void check(const std::string& kernel) const {
+    for (std::size_t p = 0; p < params_.size(); ++p) {
+      if (!checked(p)) continue;
+      const plan::ExecArg& arg = ex().arrays[p];
+      const std::size_t elem = dtype_size(params_[p].dtype);
+      std::vector<unsigned char> after(static_cast<std::size_t>(arg.region.volume()) * elem);
+      frame_.dev->download(after.data(), arg.region, frame_.data[p], arg.chunk.rect, arg.region,
+                           elem);
+      frame_.dev->synchronize();
+      for (std::size_t k = 0; k * elem < after.size(); ++k) {
+        if (std::memcmp(&after[k * elem], kPoison, elem) != 0) continue;
+        throw AccessError(fmt::format(
+            "kernel `{}` left `{}[{}]` unwritten, but the annotation declares `{}` overwritten "
+            "(overwrite {}) in the superblock of blocks {} (or it wrote exactly checked mode's "
+            "poison value there); write every element of the region, or declare it `write`",
+            kernel, params_[p].name, index_text(params_[p].rank, element_of(arg.region, k)),
+            params_[p].name, arg.region.str(), ex().blocks.str()));
+      }
+    }
+  }
+
+ private:
+  static constexpr unsigned char kPoison[16] = {0xa5, 0x5a, 0xc3, 0x7f, 0xa5, 0x5a, 0xc3, 0x7f,
+                                                0xa5, 0x5a, 0xc3, 0x7f, 0xa5, 0x5a, 0xc3, 0x7f};
+  const plan::Execute& ex() const { return frame_.exec; }
+  bool checked(std::size_t p) const {
+    if (!params_[p].is_array || !frame_.data[p]) return false;
+    const plan::ExecArg& arg = ex().arrays[p];
+    if (arg.mode != annotation::Mode::overwrite || arg.region.empty()) return false;
+    for (std::size_t q = 0; q < params_.size(); ++q)
+      if (q != p && params_[q].is_array && ex().arrays[q].chunk.id == arg.chunk.id &&
+          ex().arrays[q].region.overlaps(arg.region))
+        return false;
+    return true;
+  }
+  void poison(std::size_t p) const {
+    const plan::ExecArg& arg = ex().arrays[p];
+    frame_.dev->fill(frame_.data[p], arg.chunk.rect, arg.region, kPoison,
+                     dtype_size(params_[p].dtype));
+  }
+
+  const std::vector<ParamInfo>& params_;
+  const plan::ExecFrame& frame_;
+};
+
 }  // namespace
 
 // --- kernels ----------------------------------------------------------------------------
@@ -204,6 +260,7 @@ void KernelExecutable::run_checked(const plan::ExecFrame& frame, GsLaunch& launc
   std::memset(&check, 0, sizeof check);
   launch.check = &check;
   ReadOnlyGuard guard(src_.params, frame);
+  OverwriteGuard overwritten(src_.params, frame);
   kernel_->run(launch, dev);
   dev.synchronize();
   if (check.violated) {
@@ -217,6 +274,7 @@ void KernelExecutable::run_checked(const plan::ExecFrame& frame, GsLaunch& launc
         ex.arrays[p].region.str(), annotation::mode_name(ex.arrays[p].mode), ex.blocks.str()));
   }
   guard.check(src_.name);
+  overwritten.check(src_.name);
 }
 
 // --- native functions -------------------------------------------------------------------

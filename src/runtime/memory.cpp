@@ -159,8 +159,9 @@ struct StagedChunk {
 
 // A task's chunks, each once, with whether the task writes it.
 struct TaskChunks {
-  std::vector<std::pair<Chunk*, bool>> chunks;
+  std::vector<std::pair<Chunk*, bool>> chunks;  // with whether the task writes it
   std::unordered_set<const Chunk*> members;
+  std::unordered_set<const Chunk*> discard;  // written whole: old contents not needed
 };
 
 }  // namespace
@@ -206,10 +207,12 @@ struct MemoryManager::Impl {
       Chunk& c = find(use.chunk);
       if (task.members.insert(&c).second) {
         task.chunks.emplace_back(&c, use.write);
+        if (use.discard) task.discard.insert(&c);
       } else {
         for (auto& [chunk, write] : task.chunks) {
           if (chunk == &c) write = write || use.write;
         }
+        if (!use.discard) task.discard.erase(&c);
       }
     }
     return task;
@@ -506,6 +509,12 @@ struct MemoryManager::Impl {
   // into the host (room there first), or the copy to the device.
   void bring_back_step(std::unique_lock<std::mutex>& lock, Chunk& c, const TaskChunks& task) {
     DeviceSpace& d = *devices[c.device];
+    if (task.discard.count(&c)) {
+      // The task writes all of it: device memory without its old contents, which are
+      // stale from now on (as publish would find them).
+      drop_host(c);
+      drop_disk(c);
+    }
     if (!c.host_copy && c.on_disk) {
       if (host.limit != kUnbounded && host.used + c.block > host.limit) {
         return free_host_step(lock, c.block, &task);

@@ -41,6 +41,7 @@ struct ChunkState {
 struct ChunkUse {
   ChunkId chunk;
   bool write;
+  bool discard = false;  // the task writes all of it: its old contents need not be brought
 };
 
 class MemoryManager {

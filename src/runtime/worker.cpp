@@ -118,14 +118,15 @@ void Worker::submit(std::vector<Task>&& tasks) {
   // can run, so that eviction knows what the queued tasks need next.
   std::vector<std::vector<ChunkUse>> uses(tasks.size());
   {
-    std::vector<std::pair<plan::ChunkId, bool>> chunks;
+    std::vector<plan::ChunkAccess> chunks;
     std::vector<TaskId> ids(tasks.size());
     for (std::size_t i = 0; i < tasks.size(); ++i) {
       ids[i] = tasks[i].id;
       if (runs_inline(tasks[i])) continue;
       chunks.clear();
       tasks[i].chunk_uses(chunks);
-      for (auto& [chunk, write] : chunks) uses[i].push_back(ChunkUse{chunk, write});
+      for (const plan::ChunkAccess& c : chunks)
+        uses[i].push_back(ChunkUse{c.chunk, c.write, c.discard});
     }
     memory_.announce(ids, uses);  // one lock for the batch
   }

@@ -88,6 +88,7 @@ TEST(AnnotationParse, EveryModeAndOperator) {
       {"read x[i]", Mode::read, ReduceOp::add, "read"},
       {"write x[i]", Mode::write, ReduceOp::add, "write"},
       {"readwrite x[i]", Mode::readwrite, ReduceOp::add, "readwrite"},
+      {"overwrite x[i]", Mode::overwrite, ReduceOp::add, "overwrite"},
       {"reduce(+) x[i]", Mode::reduce, ReduceOp::add, "reduce(+)"},
       {"reduce(*) x[i]", Mode::reduce, ReduceOp::mul, "reduce(*)"},
       {"reduce(min) x[i]", Mode::reduce, ReduceOp::min, "reduce(min)"},
@@ -118,6 +119,7 @@ TEST(AnnotationParse, ModeAndOperatorNames) {
   EXPECT_EQ(mode_name(Mode::readwrite), "readwrite");
   EXPECT_EQ(mode_name(Mode::reduce), "reduce");
   EXPECT_EQ(mode_name(Mode::atomic), "atomic");
+  EXPECT_EQ(mode_name(Mode::overwrite), "overwrite");
   EXPECT_EQ(op_name(ReduceOp::add), "+");
   EXPECT_EQ(op_name(ReduceOp::mul), "*");
   EXPECT_EQ(op_name(ReduceOp::min), "min");
@@ -138,6 +140,11 @@ TEST(AnnotationParse, MergedModes) {
       {"write x[i], read x[i+1]", Mode::readwrite},
       {"readwrite x[i], read x[i+1]", Mode::readwrite},
       {"write x[i], readwrite x[i]", Mode::readwrite},
+      // The union of two overwritten regions may have gaps: it is written, not overwritten.
+      {"overwrite x[2*i], overwrite x[2*i+1]", Mode::write},
+      {"overwrite x[i], write x[i+1]", Mode::write},
+      {"overwrite x[i], read x[i]", Mode::readwrite},
+      {"read x[i+1], overwrite x[i]", Mode::readwrite},
       {"reduce(+) x[i], reduce(+) x[i+1]", Mode::reduce},
       {"atomic(max) x[i], atomic(max) x[0]", Mode::atomic},
   };
@@ -676,6 +683,8 @@ TEST(AnnotationErrors, EveryPathHasACaretAndAPhrase) {
       {"global i => readwrite in[i]", "readwrite", "but the rule says `readwrite`"},
       {"global i => reduce(+) in[i]", "reduce", "but the rule says `reduce`"},
       {"global i => atomic(max) in[i]", "atomic", "`in` is read-only"},
+      {"global i => overwrite in[i]", "overwrite", "but the rule says `overwrite`"},
+      {"global i => overwrit out[i]", "overwrit", "start each rule with read, write, overwrite"},
       {"global i => reduce(&) out[i]", "&", "`&` needs an integer array, but `out` holds float32"},
       {"global i => atomic(|) out[i]", "|", "`|` needs an integer array"},
       // conflicting rules within one text

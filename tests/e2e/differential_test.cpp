@@ -75,15 +75,17 @@ __device__ void rowsum(dim3 blockIdx, int rows, int cols, const gridspan::Matrix
 )";
 
 const char* kAnnotations[][2] = {
-    {"mix", "global i => write out[i], read a[i], read b[i]"},
+    // mix, reverse and blur write every element of `out`: `overwrite` (smooth and
+    // transpose do too, and keep `write`, so both modes are in every program).
+    {"mix", "global i => overwrite out[i], read a[i], read b[i]"},
     {"smooth", "global i => write out[i], read in[i-1:i+1]"},
-    {"reverse", "global i => write out[i], read in[n-1-i]"},
+    {"reverse", "global i => overwrite out[i], read in[n-1-i]"},
     {"bump", "global i => readwrite a[i]"},
     {"evens", "global i => write out[2*i], read in[2*i]"},
     {"vmax", "global i => read a[i], reduce(max) m"},
     {"hist", "global i => read a[i], atomic(+) h[:]"},
     {"transpose", "global [i, j] => write out[i, j], read in[j, i]"},
-    {"blur", "global [i, j] => write out[i, j], read in[i-1:i+1, j-1:j+1]"},
+    {"blur", "global [i, j] => overwrite out[i, j], read in[i-1:i+1, j-1:j+1]"},
     {"rowsum", "global [i, j] => read m[i, j], reduce(+) sum[i]"},
 };
 

@@ -192,6 +192,44 @@ __device__ void peek(dim3 blockIdx, int n, gridspan::Vector<float> out, gridspan
 }
 )";
 
+// Checked mode and `overwrite`: an element of the region the kernel leaves unwritten is
+// named; a kernel that writes every element passes, with the values it wrote.
+TEST(Errors, CheckedModeNamesAnElementAnOverwriteLeftUnwritten) {
+  gs::Context ctx(config(2));
+  const int n = 300;
+  auto g = rng(23);
+  auto v = random_vector<float>(n, g);
+  auto in = ctx.from_vector<float>(v, {n}, gs::dist::rows(100));
+  const char* skips = R"(
+__device__ void skip(dim3 blockIdx, int n, gridspan::Vector<float> out,
+                     const gridspan::Vector<float> in) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n && i != 137) out[i] = 2.0f * in[i];
+}
+)";
+  auto out = ctx.full<float>({n}, poison<float>(), gs::dist::rows(100));
+  auto k = ctx.compile(gs::KernelDef::from_source(skips, "skip")
+                           .annotate("global i => overwrite out[i], read in[i]")
+                           .checked());
+  k.launch({n}, {50}, gs::work::tiles({150}), n, out, in);  // superblocks straddle chunks
+  expect_error<gs::AccessError>([&] { ctx.synchronize(); },
+                                {"skip", "left `out[137]` unwritten", "overwrite"});
+  const char* all = R"(
+__device__ void twice(dim3 blockIdx, int n, gridspan::Vector<float> out,
+                      const gridspan::Vector<float> in) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = 2.0f * in[i];
+}
+)";
+  auto out2 = ctx.full<float>({n}, poison<float>(), gs::dist::rows(100));
+  auto k2 = ctx.compile(gs::KernelDef::from_source(all, "twice")
+                            .annotate("global i => overwrite out[i], read in[i]")
+                            .checked());
+  k2.launch({n}, {50}, gs::work::tiles({150}), n, out2, in);
+  auto r = out2.to_vector();
+  for (int i = 0; i < n; ++i) ASSERT_EQ(r[i], 2.0f * v[i]) << i;
+}
+
 TEST(Errors, CheckedModeCatchesAccessesOutsideTheAnnotation) {
   gs::Context ctx(config(2));
   const int n = 300;

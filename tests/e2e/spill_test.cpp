@@ -68,6 +68,55 @@ TEST(Spill, RepeatedSweepsKeepPartOfTheArrayResident) {
   EXPECT_LE(spilled, sweeps * bytes * 5 / 8);
 }
 
+const char* kScale = R"(
+__device__ void scale(dim3 blockIdx, int n, int it, gridspan::Vector<int> out,
+                      const gridspan::Vector<int> in) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] * 3 + it;
+}
+)";
+
+// Out of core, a kernel that overwrites its output: declared `overwrite`, the output's
+// chunks are not brought back to the device before each launch (declared `write`, they
+// are), and the results are the same. On devices with memory of their own (a GPU; the cpu
+// backend's lanes devices), where bringing a chunk back is a copy.
+TEST(Spill, AnOverwrittenOutputIsNotBroughtBack) {
+  auto g = rng(24);
+  const int n = 64 * 1024 * ranks(), chunk = 4096, launches = 3;
+  const std::size_t bytes = std::size_t(n) * 4;
+  auto v = random_vector<int>(n, g);
+  auto run = [&](const char* mode, std::size_t& copied_in) {
+    gs::Config c = config(1, bytes / 2 / ranks() + 2 * chunk * 4, 0);
+    c.cpu_async = true;  // device memory apart from host memory (no effect on GPUs)
+    gs::Context ctx(c);
+    auto k = ctx.compile(gs::KernelDef::from_source(kScale, "scale")
+                             .annotate(fmt::format("global i => {} out[i], read in[i]", mode)));
+    auto in = ctx.from_vector<int>(v, {n}, gs::dist::rows(chunk));
+    auto out = ctx.full<int>({n}, poison<int>(), gs::dist::rows(chunk));
+    ctx.synchronize();
+    const auto before = ctx.memory_stats();
+    for (int it = 1; it <= launches; ++it) {
+      k.launch({n}, {256}, gs::work::tiles({chunk}), n, it, out, in);
+      ctx.synchronize();
+    }
+    const auto after = ctx.memory_stats();
+    copied_in = 0;
+    for (int d = 0; d < ctx.device_count(); ++d)
+      copied_in += after[d].copied_in_bytes - before[d].copied_in_bytes;
+    return out.to_vector();
+  };
+  std::size_t written = 0, overwritten = 0;
+  auto w = run("write", written);
+  auto o = run("overwrite", overwritten);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(o[i], v[i] * 3 + launches) << i;
+  EXPECT_EQ(o, w);
+  std::printf("copied to the devices: %zu bytes (write), %zu (overwrite)\n", written,
+              overwritten);
+  EXPECT_GT(written, 0u);
+  // `in` comes back as often either way; `out` does only when it is merely written.
+  EXPECT_LT(overwritten * 10, written * 7);
+}
+
 const char* kMatmul = R"(
 __device__ void matmul(dim3 blockIdx, int n, gridspan::Matrix<float> c,
                        const gridspan::Matrix<float> a, const gridspan::Matrix<float> b) {

@@ -101,6 +101,43 @@ TEST(Planner, MisalignedSuperblocksAssembleAndScatterTemporaries) {
   EXPECT_EQ(count(p, "copy"), 2 * 2 + 2 * 4);
 }
 
+// The same through `overwrite`: the written temporaries are not assembled (the kernel
+// writes them whole), and their executes wait for nothing earlier on `out`; the scatter
+// does. A chunk the kernel overwrites whole in place is marked for staging without its old
+// contents.
+TEST(Planner, OverwrittenTemporariesAreNotAssembled) {
+  Fixture f(2, {vec("out"), vec("in", true)}, "global i => overwrite out[i], read in[i]");
+  auto out = f.array({300}, dist::rows(100));
+  auto in = f.array({300}, dist::rows(100));
+  Plan first = f.launch({300}, {50}, work::tiles({100}), {&out, &in});  // in place
+  Plan p = f.launch({300}, {30}, work::tiles({150}), {&out, &in});
+  EXPECT_EQ(count(p, "execute"), 2);
+  EXPECT_EQ(count(p, "create"), 4);
+  // in: 2 pieces per superblock; out: only scattered (2) per superblock.
+  EXPECT_EQ(count(p, "copy"), 2 * 2 + 2 * 2);
+  std::vector<ChunkAccess> uses;
+  for (const Task& t : first.tasks)
+    if (std::holds_alternative<Execute>(t.payload)) {
+      t.chunk_uses(uses);
+      ASSERT_EQ(uses.size(), 2u);
+      EXPECT_TRUE(uses[0].write && uses[0].discard);    // out's chunk, written whole
+      EXPECT_TRUE(!uses[1].write && !uses[1].discard);  // in's chunk, read
+    }
+  for (const Task& t : p.tasks) {
+    if (std::holds_alternative<Execute>(t.payload)) {
+      // It waits for the temporaries' creation and for in's pieces, not for the first
+      // launch's executes (which wrote out).
+      for (TaskId d : t.deps) {
+        auto dep =
+            std::find_if(p.tasks.begin(), p.tasks.end(), [&](const Task& x) { return x.id == d; });
+        ASSERT_NE(dep, p.tasks.end()) << "execute " << t.id << " waits for " << d;
+        EXPECT_TRUE(std::holds_alternative<CreateChunk>(dep->payload) ||
+                    std::holds_alternative<Copy>(dep->payload));
+      }
+    }
+  }
+}
+
 // Superblocks of one device that read the same region of an array the launch leaves alone
 // share one temporary (GEMM's B); once the launch writes the array, each gets its own.
 TEST(Planner, SuperblocksOfADeviceShareAReadOnlyTemporary) {

@@ -458,6 +458,37 @@ TEST(MemoryManager, CopyCountersCountBytesMovedBetweenSpaces) {
   EXPECT_EQ(dev.copies_from_host.load(), 2);
 }
 
+// A task that writes a chunk whole (`discard`) gets device memory for it without its old
+// contents: from the host or from disk, nothing is copied in, and the stale copies go.
+TEST(MemoryManager, AChunkWrittenWholeIsNotBroughtBack) {
+  TempDir dir;
+  FakeDevice dev(0, 16 * KiB);
+  MemoryManager mm({&dev}, MemoryLimits{16 * KiB, 16 * KiB, dir.str()});
+  for (ChunkId id = 1; id <= 3; ++id) {
+    mm.create(id, 16 * KiB, 0);
+    ASSERT_TRUE(mm.try_stage({{id, true}}));
+    mm.unstage({{id, true}});
+  }
+  // 3 on the device, 2 on the host, 1 on disk.
+  ASSERT_TRUE(mm.state(1).on_disk && mm.state(2).on_host && mm.state(3).on_device);
+  const auto before = mm.stats();
+  const int copies_in = dev.copies_from_host.load();
+  ASSERT_TRUE(mm.try_stage({{1, true, true}}));  // from disk, written whole
+  mm.unstage({{1, true, true}});
+  ASSERT_TRUE(mm.try_stage({{2, true, true}}));  // from the host, written whole
+  mm.unstage({{2, true, true}});
+  auto after = mm.stats();
+  EXPECT_EQ(after[0].copied_in_bytes, before[0].copied_in_bytes);
+  EXPECT_EQ(after[1].copied_in_bytes, before[1].copied_in_bytes);  // no disk read either
+  EXPECT_EQ(dev.copies_from_host.load(), copies_in);
+  EXPECT_FALSE(mm.state(1).on_disk);
+  EXPECT_TRUE(mm.state(2).on_device);
+  // Written in part, a chunk comes back with its contents.
+  ASSERT_TRUE(mm.try_stage({{1, true}}));
+  mm.unstage({{1, true}});
+  EXPECT_GT(dev.copies_from_host.load(), copies_in);
+}
+
 TEST(MemoryManager, HostSpillsLeastRecentlyUsedToDisk) {
   TempDir dir;
   FakeDevice dev(0, 16 * KiB);
