@@ -113,7 +113,7 @@ Spec blackscholes(int s, std::mt19937_64& g) {
   p.items = double(n) * 10;
   p.kernels = {{"blackscholes",
                 kBlackScholes,
-                "global i => write call[i], write put[i], read price[i], read strike[i], "
+                "global i => overwrite call[i], overwrite put[i], read price[i], read strike[i], "
                 "read years[i]",
                 {}}};
   auto rows = [n](int d) { return gs::dist::rows(share(n, d, 1 << 20)); };
@@ -327,8 +327,10 @@ Spec spmv(int s, std::mt19937_64& g) {
   p.size_label = fmt::format("n={} nnz/row={}", n, width);
   p.unit = "nonzeros/s";
   p.items = double(n) * width * 10;
-  p.kernels = {
-      {"spmv", kSpmv, "global i => write y[i], read vals[:, i], read cols[:, i], read x[:]", {}}};
+  p.kernels = {{"spmv",
+                kSpmv,
+                "global i => overwrite y[i], read vals[:, i], read cols[:, i], read x[:]",
+                {}}};
   auto by_columns = [n, width](int d) {
     return gs::dist::tiles(gs::Dim{width, share(n, d, 1024)});
   };
@@ -576,7 +578,7 @@ Spec correlator(int s, std::mt19937_64& g) {
   p.compute_bound = true;
   p.kernels = {{"correlate",
                 kCorrelator,
-                "global [j, i, c] => write vis[c, i, 2*j:2*j+1], read samples[c, :, :]",
+                "global [j, i, c] => overwrite vis[c, i, 2*j:2*j+1], read samples[c, :, :]",
                 {}}};
   auto by_channel = [channels](int d) {
     return gs::dist::tiles(gs::Dim{share(channels, d, 1), times, 2 * antennas});
