@@ -110,8 +110,7 @@ TEST(Spill, AnOverwrittenOutputIsNotBroughtBack) {
   auto o = run("overwrite", overwritten);
   for (int i = 0; i < n; ++i) ASSERT_EQ(o[i], v[i] * 3 + launches) << i;
   EXPECT_EQ(o, w);
-  std::printf("copied to the devices: %zu bytes (write), %zu (overwrite)\n", written,
-              overwritten);
+  std::printf("copied to the devices: %zu bytes (write), %zu (overwrite)\n", written, overwritten);
   EXPECT_GT(written, 0u);
   // `in` comes back as often either way; `out` does only when it is merely written.
   EXPECT_LT(overwritten * 10, written * 7);
