@@ -5,34 +5,27 @@
 
 namespace gridspan::plan {
 
-namespace {
-
-void erase_if_done(std::vector<RegionRecords::Record>& records,
-                   const std::function<bool(TaskId)>& is_done) {
+void RegionRecords::erase_done(Records& records) const {
   records.erase(std::remove_if(records.begin(), records.end(),
-                               [&](const RegionRecords::Record& r) { return is_done(r.task); }),
+                               [&](const Record& r) { return is_done_(r.task); }),
                 records.end());
 }
 
-void erase_covered(std::vector<RegionRecords::Record>& records, const Rect& by) {
-  records.erase(
-      std::remove_if(records.begin(), records.end(),
-                     [&](const RegionRecords::Record& r) { return by.contains(r.region); }),
-      records.end());
+void RegionRecords::erase_covered(Records& records, const Rect& by) {
+  records.erase(std::remove_if(records.begin(), records.end(),
+                               [&](const Record& r) { return by.contains(r.region); }),
+                records.end());
 }
 
-void overlapping(const std::vector<RegionRecords::Record>& records, const Rect& r,
-                 std::vector<TaskId>& deps) {
-  for (const RegionRecords::Record& rec : records)
+void RegionRecords::overlapping(const Records& records, const Rect& r, std::vector<TaskId>& deps) {
+  for (const Record& rec : records)
     if (rec.region.overlaps(r)) deps.push_back(rec.task);
 }
 
-}  // namespace
-
 void RegionRecords::prune(Chunk& chunk) const {
   if (chunk.size() < chunk.prune_at || !is_done_) return;
-  erase_if_done(chunk.writes, is_done_);
-  erase_if_done(chunk.reads, is_done_);
+  erase_done(chunk.writes);
+  erase_done(chunk.reads);
   chunk.prune_at = std::max<std::size_t>(32, 2 * chunk.size());
 }
 

@@ -32,12 +32,15 @@ class RegionRecords {
   /// Records kept, over every chunk.
   std::size_t size() const;
 
+ private:
   struct Record {
     Rect region;
     TaskId task;
   };
-
- private:
+  using Records = std::vector<Record>;
+  static void erase_covered(Records& records, const Rect& by);
+  static void overlapping(const Records& records, const Rect& r, std::vector<TaskId>& deps);
+  void erase_done(Records& records) const;
   // Writers and readers apart: a reader looks at the writers only, and a chunk read by
   // every launch of a chain has many readers and one writer.
   struct Chunk {
