@@ -14,6 +14,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace gs = gridspan;
@@ -38,6 +39,16 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// x and y before the first launch (the same every run: the host check remakes them).
+std::pair<std::vector<float>, std::vector<float>> inputs(int n) {
+  std::mt19937 g(12345);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> xs(n), ys(n);
+  for (auto& v : xs) v = u(g);
+  for (auto& v : ys) v = u(g);
+  return {xs, ys};
+}
+
 struct Figures {
   double chain_us = 0, wait_us = 0;
 };
@@ -49,11 +60,7 @@ Figures time_launches(gs::Context& ctx, const gs::Kernel& k, int n, int chunks, 
   const int per_chunk = (n + chunks - 1) / chunks;
   const auto dist = gs::dist::rows(per_chunk);
   const auto work = gs::work::tiles({per_chunk});
-  std::mt19937 g(12345);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> xs(n), ys(n);
-  for (auto& v : xs) v = u(g);
-  for (auto& v : ys) v = u(g);
+  const auto [xs, ys] = inputs(n);
   auto x = ctx.from_vector<float>(xs, {n}, dist);
   auto y = ctx.from_vector<float>(ys, {n}, dist);
   auto launch = [&] { return k.launch({n}, {256}, work, n, y, x); };
@@ -81,11 +88,7 @@ Figures time_launches(gs::Context& ctx, const gs::Kernel& k, int n, int chunks, 
 // 2x, a fixed point it reaches well within 300 steps, so 300 stand for more.
 bool check(int n, int total_launches, const std::vector<float>& got) {
   total_launches = std::min(total_launches, 300);
-  std::mt19937 g(12345);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> xs(n), ys(n);
-  for (auto& v : xs) v = u(g);
-  for (auto& v : ys) v = u(g);
+  const auto [xs, ys] = inputs(n);
   for (int i = 0; i < n; ++i) {
     float y = ys[i];
     for (int s = 0; s < total_launches; ++s) y = std::fma(y, 0.5f, xs[i]);

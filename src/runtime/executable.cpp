@@ -84,6 +84,16 @@ Point element_of(const Rect& r, std::size_t k) {
   return idx;
 }
 
+// The bytes of parameter p's declared region, read from its chunk (queued on the device:
+// synchronize before using them).
+void region_bytes(const std::vector<ParamInfo>& params, const plan::ExecFrame& frame, std::size_t p,
+                  std::vector<unsigned char>& out) {
+  const plan::ExecArg& arg = frame.exec.arrays[p];
+  const std::size_t elem = dtype_size(params[p].dtype);
+  out.resize(static_cast<std::size_t>(arg.region.volume()) * elem);
+  frame.dev->download(out.data(), arg.region, frame.data[p], arg.chunk.rect, arg.region, elem);
+}
+
 // Checked mode: the bytes of every read-only array's region before the kernel ran, so that
 // a write through a `read` rule shows (and is undone).
 class ReadOnlyGuard {
@@ -119,10 +129,7 @@ class ReadOnlyGuard {
  private:
   const plan::Execute& ex() const { return frame_.exec; }
   void region_bytes(std::size_t p, std::vector<unsigned char>& out) const {
-    const plan::ExecArg& arg = ex().arrays[p];
-    std::size_t elem = dtype_size(params_[p].dtype);
-    out.resize(static_cast<std::size_t>(arg.region.volume()) * elem);
-    frame_.dev->download(out.data(), arg.region, frame_.data[p], arg.chunk.rect, arg.region, elem);
+    runtime::region_bytes(params_, frame_, p, out);
   }
   // The same array may be passed twice, once to be written: its writes through the other
   // parameter are legitimate (same chunk, inside that parameter's declared region).
@@ -173,9 +180,8 @@ class OverwriteGuard {
       if (!checked(p)) continue;
       const plan::ExecArg& arg = ex().arrays[p];
       const std::size_t elem = dtype_size(params_[p].dtype);
-      std::vector<unsigned char> after(static_cast<std::size_t>(arg.region.volume()) * elem);
-      frame_.dev->download(after.data(), arg.region, frame_.data[p], arg.chunk.rect, arg.region,
-                           elem);
+      std::vector<unsigned char> after;
+      region_bytes(params_, frame_, p, after);
       frame_.dev->synchronize();
       for (std::size_t k = 0; k * elem < after.size(); ++k) {
         if (std::memcmp(&after[k * elem], kPoison, elem) != 0) continue;

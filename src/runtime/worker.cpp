@@ -89,7 +89,9 @@ Worker::Worker(std::vector<backend::Device*> devices, MemoryManager& memory,
       staging_limit_(devices_.size(), staging_bytes),
       stream_order_(stream_order),
       staged_bytes_(devices_.size(), 0),
-      staged_tasks_(devices_.size(), 0) {
+      staged_tasks_(devices_.size(), 0),
+      any_asynchronous_(std::any_of(devices_.begin(), devices_.end(),
+                                    [](const backend::Device* d) { return d->asynchronous(); })) {
   // By default a device may have a quarter of its memory staged for queued tasks: enough
   // to keep several large superblocks queued on a GPU (one at a time would leave it idle
   // between them), little enough to leave room for streaming out-of-core data.
@@ -206,9 +208,7 @@ void Worker::wait(TaskId id) {
 // finishing for a while before it sleeps, since waking a sleeping thread costs as much.
 // Not on synchronous devices, whose executors need the cores.
 bool Worker::soon_done_on_device(const Node& node) const {
-  if (std::holds_alternative<plan::Barrier>(node.task.payload))
-    return std::any_of(devices_.begin(), devices_.end(),
-                       [](const backend::Device* d) { return d->asynchronous(); });
+  if (std::holds_alternative<plan::Barrier>(node.task.payload)) return any_asynchronous_;
   return node.launched && devices_[node.task.device]->asynchronous();
 }
 

@@ -178,6 +178,7 @@ class Worker {
   std::deque<Node*> blocked_;  // ready, but could not be staged yet
   std::vector<std::size_t> staged_bytes_;
   std::vector<int> staged_tasks_;
+  bool any_asynchronous_;  // a device only queues work (a GPU): waiters watch before sleeping
   plan::TaskId max_submitted_ = 0;
   std::unordered_multiset<plan::TaskId> waited_;  // tasks a wait() is blocked on
   int waiting_all_ = 0;

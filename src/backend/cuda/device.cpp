@@ -252,24 +252,24 @@ Device::Ticket CudaDevice::submit(std::function<void()> work,
 // queued behind earlier works goes to the lane of the first of them still in flight: the
 // stream orders it behind them without an event wait (a wait across streams costs the GPU
 // microseconds per link of a chain); other compute work takes the lanes in turn.
-CudaDevice::Lane& CudaDevice::lane_for(Queue queue, const std::vector<Ticket>& after) {
+std::size_t CudaDevice::lane_for(Queue queue, const std::vector<Ticket>& after) {
   const std::size_t compute = lanes_.size() - 2;
-  if (queue == Queue::to_host) return *lanes_[compute];
-  if (queue == Queue::from_host) return *lanes_[compute + 1];
+  if (queue == Queue::to_host) return compute;
+  if (queue == Queue::from_host) return compute + 1;
   if (!after.empty()) {
     std::lock_guard tickets(tickets_mutex_);
     for (Ticket t : after)
-      if (auto it = in_flight_.find(t); it != in_flight_.end())
-        for (std::size_t l = 0; l < compute; ++l)
-          if (lanes_[l].get() == it->second.lane) return *lanes_[l];
+      if (auto it = in_flight_.find(t); it != in_flight_.end() && it->second.lane < compute)
+        return it->second.lane;
   }
-  return *lanes_[next_lane_.fetch_add(1, std::memory_order_relaxed) % compute];
+  return next_lane_.fetch_add(1, std::memory_order_relaxed) % compute;
 }
 
 Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
                                      std::function<void(std::exception_ptr)> done,
                                      const std::vector<Ticket>& after) {
-  Lane& lane = lane_for(queue, after);
+  const std::size_t index = lane_for(queue, after);
+  Lane& lane = *lanes_[index];
   LaunchLabel label;
   std::exception_ptr error;
   Event event;
@@ -285,7 +285,7 @@ Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
         // host does not wait. Finished works' events are gone (and may be reused).
         std::lock_guard tickets(tickets_mutex_);
         for (Ticket t : after)
-          if (auto it = in_flight_.find(t); it != in_flight_.end() && it->second.lane != &lane)
+          if (auto it = in_flight_.find(t); it != in_flight_.end() && it->second.lane != index)
             GRIDSPAN_CHECK_CU(api_.cuStreamWaitEvent(lane.stream, it->second.event, 0), name_);
       }
       work();
@@ -300,7 +300,7 @@ Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
       GRIDSPAN_CHECK_CU(api_.cuEventRecord(event, lane.stream), name_);
       std::lock_guard tickets(tickets_mutex_);
       ticket = ++last_ticket_;
-      in_flight_.emplace(ticket, InFlight{event.get(), &lane});
+      in_flight_.emplace(ticket, InFlight{event.get(), index});
     } catch (...) {
       if (event) give_event(std::move(event));
       event = Event();

@@ -99,7 +99,7 @@ class CudaDevice final : public Device {
   };
   void completion_loop(Lane& lane);
   Pending next_pending(Lane& lane);
-  Lane& lane_for(Queue queue, const std::vector<Ticket>& after);
+  std::size_t lane_for(Queue queue, const std::vector<Ticket>& after);  // index in lanes_
   Event take_event();
   void give_event(Event e);
   CUstream current_stream(const char* what) const;
@@ -130,7 +130,7 @@ class CudaDevice final : public Device {
   std::mutex tickets_mutex_;
   struct InFlight {
     CUevent event;
-    Lane* lane;
+    std::size_t lane;  // index in lanes_
   };
   std::unordered_map<Ticket, InFlight> in_flight_;
   Ticket last_ticket_ = 0;
