@@ -135,6 +135,12 @@ class CompiledKernel {
   /// the calling executor thread; cuda: queued on the work's stream). In checked mode a
   /// violation is reported through `launch.check`; the caller turns it into an error.
   virtual void run(const GsLaunch& launch, Device& device) const = 0;
+  /// Runs several superblocks of one launch (the same block and grid, the same scalars),
+  /// independent of each other: in one kernel launch where the backend can (cuda), else one
+  /// after another. Not in checked mode.
+  virtual void run_batch(const GsLaunch* launches, std::size_t n, Device& device) const {
+    for (std::size_t k = 0; k < n; ++k) run(launches[k], device);
+  }
 };
 
 class Backend {

@@ -172,6 +172,12 @@ class Executable {
   /// Runs one superblock inside the device's submitted work (on an asynchronous device:
   /// queues it); throws gs::Error on failure (AccessError for a checked-mode violation).
   virtual void run(const ExecFrame& frame) const = 0;
+  /// Runs several superblocks of one launch, on one device and independent of each other,
+  /// inside one submitted work: as one submission where the backend can (one GPU kernel
+  /// launch over all of them). By default, one run after another.
+  virtual void run_batch(const ExecFrame* frames, std::size_t n) const {
+    for (std::size_t k = 0; k < n; ++k) run(frames[k]);
+  }
 };
 
 /// The tasks one call produced, and the barrier that completes when all of them have.

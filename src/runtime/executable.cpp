@@ -2,6 +2,7 @@
 #include "runtime/executable.hpp"
 
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -234,9 +235,9 @@ KernelExecutable::KernelExecutable(backend::KernelSource src,
                                    std::shared_ptr<backend::CompiledKernel> kernel)
     : src_(std::move(src)), kernel_(std::move(kernel)) {}
 
-void KernelExecutable::run(const plan::ExecFrame& frame) const {
-  const plan::Execute& ex = frame.exec;
-  FrameArguments args(src_.params, frame);
+namespace {
+// The ABI description of one superblock, over its arguments.
+GsLaunch launch_of(const plan::Execute& ex, const FrameArguments& args, std::size_t params) {
   GsLaunch launch;
   std::memset(&launch, 0, sizeof launch);
   for (int ax = 0; ax < 3; ++ax) {
@@ -245,13 +246,33 @@ void KernelExecutable::run(const plan::ExecFrame& frame) const {
     launch.block_dim[ax] = static_cast<uint32_t>(ex.block.get(ax));
     launch.grid_dim[ax] = static_cast<uint32_t>(ex.grid.get(ax));
   }
-  launch.num_params = static_cast<int32_t>(src_.params.size());
+  launch.num_params = static_cast<int32_t>(params);
   launch.arrays = args.arrays;
   launch.scalars = args.scalars;
+  return launch;
+}
+}  // namespace
+
+void KernelExecutable::run(const plan::ExecFrame& frame) const {
+  FrameArguments args(src_.params, frame);
+  GsLaunch launch = launch_of(frame.exec, args, src_.params.size());
   if (src_.checked)
     run_checked(frame, launch);
   else
     kernel_->run(launch, *frame.dev);
+}
+
+// Checked mode guards each superblock on its own: one after another.
+void KernelExecutable::run_batch(const plan::ExecFrame* frames, std::size_t n) const {
+  if (src_.checked || n == 1) return Executable::run_batch(frames, n);
+  std::deque<FrameArguments> args;  // they point into themselves: never moved
+  std::vector<GsLaunch> launches;
+  launches.reserve(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    args.emplace_back(src_.params, frames[k]);
+    launches.push_back(launch_of(frames[k].exec, args.back(), src_.params.size()));
+  }
+  kernel_->run_batch(launches.data(), n, *frames[0].dev);
 }
 
 void KernelExecutable::run_checked(const plan::ExecFrame& frame, GsLaunch& launch) const {

@@ -26,6 +26,7 @@ class KernelExecutable : public plan::Executable {
   KernelExecutable(backend::KernelSource src, std::shared_ptr<backend::CompiledKernel> kernel);
   const std::string& name() const override { return src_.name; }
   void run(const plan::ExecFrame& frame) const override;
+  void run_batch(const plan::ExecFrame* frames, std::size_t n) const override;
   /// What another rank compiles to get the same kernel.
   const backend::KernelSource& source() const { return src_; }
 

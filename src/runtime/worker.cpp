@@ -269,7 +269,12 @@ void Worker::scheduler_loop() {
 // hand-off.
 void Worker::process(std::deque<Node*>& work, int here) {
   std::unique_lock<AdaptiveMutex> lock(mutex_);
-  while (!work.empty()) {
+  std::vector<Node*> batch;  // staged kernels of one launch, for one submission
+  while (!work.empty() || !batch.empty()) {
+    // Launching a batch may release more work.
+    if (!batch.empty() && (work.empty() || !joins(*batch.front(), *work.front(), batch.size())))
+      launch_batch(batch, work);
+    if (work.empty()) continue;
     Node* node = work.front();
     work.pop_front();
     if (node->missing > 0 && node->error) {
@@ -285,7 +290,7 @@ void Worker::process(std::deque<Node*>& work, int here) {
     }
     std::exception_ptr error = size_of(node);
     if (!error) {
-      const Staged staged = admit_and_stage(node, lock, work, error);
+      const Staged staged = admit_and_stage(node, lock, work, batch, error);
       if (staged == Staged::later) continue;
     }
     if (error) {
@@ -295,6 +300,8 @@ void Worker::process(std::deque<Node*>& work, int here) {
     mark_held(*node);
     if (node->task.device == here && !devices_[here]->asynchronous())
       run_here(node, lock, work);
+    else if (batchable(*node))
+      batch.push_back(node);
     else
       launch(node, work);
   }
@@ -353,7 +360,8 @@ std::exception_ptr Worker::size_of(Node* node) {
 // staging may move data between spaces (disk I/O) and finishing tasks must not wait for
 // that. `later`: the task waits (for memory, or tries again now after an unstage).
 Worker::Staged Worker::admit_and_stage(Node* node, std::unique_lock<AdaptiveMutex>& lock,
-                                       std::deque<Node*>& work, std::exception_ptr& error) {
+                                       std::deque<Node*>& work, std::vector<Node*>& batch,
+                                       std::exception_ptr& error) {
   const int dev = node->task.device;
   if (staged_tasks_[dev] > 0 && staged_bytes_[dev] + node->staged_bytes > staging_limit_[dev]) {
     ++stats_.stage_retries;
@@ -372,6 +380,8 @@ Worker::Staged Worker::admit_and_stage(Node* node, std::unique_lock<AdaptiveMute
     error = std::current_exception();
   }
   if (!staged && !error) {
+    // Staging may wait for the tasks staged ahead to finish: those of a batch go first.
+    if (!batch.empty()) launch_batch(batch, work);
     lock.unlock();
     try {
       staged = memory_.try_stage(node->uses, ahead);
@@ -440,22 +450,81 @@ void Worker::launch(Node* node, std::deque<Node*>& work) {
   const Task& t = node->task;
   const int dev = t.device;
   std::vector<backend::Device::Ticket> after;
-  if (node->missing > 0)
-    for (TaskId dep : t.deps)
-      if (auto p = pending_.find(dep); p != pending_.end() && p->second.launched)
-        after.push_back(p->second.ticket);
+  tickets_after(*node, after);
   node->launched = true;
   node->ticket = devices_[dev]->submit_on(
       queue_of(t), [this, node] { run_task(node); },
       [this, node, dev](std::exception_ptr e) { ran_on_device(node, dev, e); }, after);
   if (devices_[dev]->asynchronous()) ++stats_.tasks_submitted;
   if (!after.empty()) ++stats_.tasks_released_early;
-  for (TaskId s : node->successors) {
+  release_ordered(*node, work);
+}
+
+// The tickets of a task's dependencies still queued on its device (a task released early).
+void Worker::tickets_after(const Node& node, std::vector<backend::Device::Ticket>& after) const {
+  if (node.missing == 0) return;
+  for (TaskId dep : node.task.deps)
+    if (auto p = pending_.find(dep); p != pending_.end() && p->second.launched)
+      if (std::find(after.begin(), after.end(), p->second.ticket) == after.end())
+        after.push_back(p->second.ticket);
+}
+
+// Successors on this device whose other dependencies are queued there too can go now.
+void Worker::release_ordered(const Node& node, std::deque<Node*>& work) {
+  for (TaskId s : node.successors) {
     Node& succ = pending_.at(s);
-    if (ordered_on_device(*node, succ) && --succ.unordered == 0 && releasable(succ)) {
+    if (ordered_on_device(node, succ) && --succ.unordered == 0 && releasable(succ)) {
       succ.queued = true;
       work.push_back(&succ);
     }
+  }
+}
+
+// Kernels of one launch on one GPU go as one submission (one kernel launch over all their
+// superblocks, where the backend can): up to this many.
+constexpr std::size_t kMaxBatch = 8;
+
+bool Worker::batchable(const Node& node) const {
+  const auto* ex = std::get_if<plan::Execute>(&node.task.payload);
+  return ex && !node.held && devices_[node.task.device]->asynchronous();
+}
+
+// Whether `next` may go in one submission with the batch that starts with `first`: a
+// kernel of the same launch shape on the same device. Tasks in one work list at once do not
+// depend on each other (a successor is released only once its dependency is launched).
+bool Worker::joins(const Node& first, const Node& next, std::size_t size) const {
+  if (size >= kMaxBatch || next.task.device != first.task.device || next.error) return false;
+  const auto* a = std::get_if<plan::Execute>(&first.task.payload);
+  const auto* b = std::get_if<plan::Execute>(&next.task.payload);
+  return b && a->executable == b->executable && a->block == b->block && a->grid == b->grid &&
+         a->scalars == b->scalars;
+}
+
+// Submits staged kernels as one work on their device (see launch for one task).
+void Worker::launch_batch(std::vector<Node*>& batch, std::deque<Node*>& work) {
+  if (batch.size() == 1) {
+    launch(batch[0], work);
+    batch.clear();
+    return;
+  }
+  const int dev = batch[0]->task.device;
+  std::vector<backend::Device::Ticket> after;
+  for (Node* node : batch) tickets_after(*node, after);
+  for (Node* node : batch) node->launched = true;
+  auto nodes = std::make_shared<std::vector<Node*>>(std::move(batch));
+  batch.clear();
+  const backend::Device::Ticket ticket = devices_[dev]->submit_on(
+      backend::Device::Queue::compute, [this, nodes] { run_batch(*nodes); },
+      [this, nodes, dev](std::exception_ptr e) {
+        for (Node* node : *nodes) ran_on_device(node, dev, e);
+      },
+      after);
+  stats_.tasks_submitted += nodes->size();
+  stats_.tasks_batched += nodes->size();
+  for (Node* node : *nodes) {
+    node->ticket = ticket;
+    if (node->missing > 0) ++stats_.tasks_released_early;
+    release_ordered(*node, work);
   }
 }
 
@@ -592,6 +661,33 @@ void Worker::run_task(Node* node) {
     }
   } report{*observer_, *node};
   run_payload(node);
+}
+
+// The kernels of a batch, run together by their executable (one GPU launch), each
+// reported to the observer as having run for the whole of it.
+void Worker::run_batch(const std::vector<Node*>& nodes) {
+  const double start = observer_ ? observer_now_us() : 0;
+  const std::size_t n = nodes.size();
+  std::vector<void*> data;
+  std::vector<std::size_t> at(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    at[k] = data.size();
+    for (const plan::ExecArg& arg : std::get<plan::Execute>(nodes[k]->task.payload).arrays)
+      data.push_back(arg.chunk.id ? memory_.data(arg.chunk.id) : nullptr);
+  }
+  const int d = nodes[0]->task.device;
+  std::vector<plan::ExecFrame> frames;
+  frames.reserve(n);
+  for (std::size_t k = 0; k < n; ++k)
+    frames.push_back(plan::ExecFrame{std::get<plan::Execute>(nodes[k]->task.payload),
+                                     data.data() + at[k], d, devices_[d]});
+  const auto& first = std::get<plan::Execute>(nodes[0]->task.payload);
+  first.executable->run_batch(frames.data(), n);
+  if (!observer_) return;
+  const double end = observer_now_us();
+  for (Node* node : nodes)
+    observer_->task_ran(TraceEvent{first.executable->name(), node->task.kind(), d, start, end,
+                                   node->task.id, node->staged_bytes});
 }
 
 void Worker::run_payload(Node* node) {

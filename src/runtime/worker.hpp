@@ -35,6 +35,7 @@ struct WorkerStats {
   uint64_t stage_retries = 0;         // times a task could not be staged at once
   uint64_t tasks_submitted = 0;       // handed to an asynchronous device (a GPU)
   uint64_t tasks_released_early = 0;  // ... while dependencies of theirs still ran there
+  uint64_t tasks_batched = 0;         // kernels that went with others as one submission
 };
 
 /// On a worker connected to other processes a task's own failure is named "rank R, task T
@@ -150,11 +151,17 @@ class Worker {
   std::exception_ptr size_of(Node* node);
   enum class Staged { now, later };
   Staged admit_and_stage(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::deque<Node*>& work,
-                         std::exception_ptr& error);
+                         std::vector<Node*>& batch, std::exception_ptr& error);
   void fail_unstaged(Node* node, const std::exception_ptr& error, std::deque<Node*>& work);
   void mark_held(Node& node);
   void run_here(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::deque<Node*>& work);
   void launch(Node* node, std::deque<Node*>& work);
+  void tickets_after(const Node& node, std::vector<backend::Device::Ticket>& after) const;
+  void release_ordered(const Node& node, std::deque<Node*>& work);
+  bool batchable(const Node& node) const;
+  bool joins(const Node& first, const Node& next, std::size_t size) const;
+  void launch_batch(std::vector<Node*>& batch, std::deque<Node*>& work);
+  void run_batch(const std::vector<Node*>& nodes);  // on the device, as one work
   void run_task(Node* node);     // on an executor thread, reported to the observer
   void run_payload(Node* node);  // does the task's work
   void unstage(Node* node, std::exception_ptr& error);

@@ -109,6 +109,32 @@ TEST(CudaCompile, BuiltinsAndWrappersCompileToSm90Cubins) {
   std::filesystem::remove_all(cache);
 }
 
+// A wrapper has a parts entry (several superblocks in one launch) when its table of at
+// least two parts fits the 4 KiB of parameters: up to eight parts, fewer for many arrays,
+// none for a kernel without arrays or with too many.
+TEST(CudaCompile, WrappersHaveAPartsEntryWhenItsTableFits) {
+  EXPECT_EQ(cuda::parts_capacity(saxpy().params), 8);
+  std::vector<ParamInfo> params;
+  for (int k = 0; k < 6; ++k) params.push_back(array_param("a" + std::to_string(k), 1, DType::f32));
+  EXPECT_EQ(cuda::parts_capacity(params), 5);  // (4096 - 24) / (8 + 72 + 6 * 120)
+  for (int k = 6; k < 20; ++k)
+    params.push_back(array_param("a" + std::to_string(k), 1, DType::f32));
+  EXPECT_EQ(cuda::parts_capacity(params), 0);
+  EXPECT_EQ(cuda::parts_capacity({scalar_param("n", DType::i32)}), 0);
+  KernelSource none = saxpy();
+  none.params = params;
+  EXPECT_EQ(cuda::generate_wrapper(none).find(GRIDSPAN_CUDA_PARTS_ENTRY_NAME), std::string::npos);
+  const std::string cache = fresh_cache("parts");
+  std::string cubin;
+  try {
+    cubin = cuda::compile_cubin(saxpy(), 90, cache);
+  } catch (const CompileError& e) {
+    GTEST_SKIP() << e.what();
+  }
+  EXPECT_NE(cubin.find(std::string(GRIDSPAN_CUDA_PARTS_ENTRY_NAME) + '\0'), std::string::npos);
+  std::filesystem::remove_all(cache);
+}
+
 // The device looks built-in kernels up by name (gs_combine_<dtype_name>_<op>, gs_fill_<bytes>,
 // gs_copy_<bytes>): every name it can ask for is in the cubin.
 TEST(CudaCompile, BuiltinsHaveEveryKernelTheDeviceLooksUp) {

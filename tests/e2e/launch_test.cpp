@@ -331,5 +331,41 @@ __device__ void index2d(dim3 blockIdx, int rows, int cols, gridspan::Matrix<int>
       ASSERT_EQ(r[std::size_t(i) * cols + j], i * 4 + j) << i << "," << j;
 }
 
+// Twenty superblocks of a 2-D launch on each device: on a GPU they go as parts of a few
+// kernel launches (at most eight each), every block still seeing its own blockIdx, the
+// whole launch's gridDim and its own shared memory.
+TEST(Launch, ManySuperblocksOnADeviceKeepTheirBlocks) {
+  auto g = rng(19);
+  const char* src = R"(
+__device__ void stamp(dim3 blockIdx, int rows, int cols, gridspan::Matrix<int> out,
+                      const gridspan::Matrix<int> in) {
+  __shared__ int first;
+  int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y * blockDim.y + threadIdx.y;
+  if (threadIdx.x == 0 && threadIdx.y == 0) first = in(i, j);
+  __syncthreads();
+  if (i < rows && j < cols) out(i, j) = in(i, j) * 3 + first + gridDim.x * 1000 + gridDim.y;
+}
+)";
+  const int rows = 37, cols = 53;  // blocks of 4 x 8: a grid of 10 x 7
+  auto v = random_vector<int>(std::size_t(rows) * cols, g);
+  for (auto& x : v) x %= 100000;
+  for (int devices : {1, 2}) {
+    gs::Context ctx(config(devices));
+    auto k = ctx.compile(gs::KernelDef::from_source(src, "stamp")
+                             .annotate("global [i, j] => write out[i, j], read in[i, j]"));
+    auto in = ctx.from_vector<int>(v, {rows, cols}, gs::dist::rows(19));
+    auto out = ctx.full<int>({rows, cols}, poison<int>(), gs::dist::rows(19));
+    // Superblocks of 2 x 2 blocks, 20 of them; the last row and column of them are partial.
+    k.launch({rows, cols}, {4, 8}, gs::work::tiles({8, 16}), rows, cols, out, in);
+    auto r = out.to_vector();
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) {
+        const int first = v[std::size_t(i / 4 * 4) * cols + j / 8 * 8];
+        ASSERT_EQ(r[std::size_t(i) * cols + j], v[std::size_t(i) * cols + j] * 3 + first + 10007)
+            << i << "," << j << " on " << devices << " device(s)";
+      }
+  }
+}
+
 }  // namespace
 }  // namespace gridspan::test

@@ -204,6 +204,83 @@ TEST(Worker, DependentTasksAreQueuedBehindTheirPredecessorsOnTheirDevice) {
   }
 }
 
+// A Stencil3 that records how many superblocks each of its runs got.
+class BatchRecording : public Stencil3 {
+ public:
+  using Stencil3::Stencil3;
+  void run_batch(const plan::ExecFrame* frames, std::size_t n) const override {
+    {
+      std::lock_guard lock(mutex_);
+      sizes_.push_back(n);
+    }
+    Stencil3::run_batch(frames, n);
+  }
+  std::vector<std::size_t> sizes() const {
+    std::lock_guard lock(mutex_);
+    return sizes_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::vector<std::size_t> sizes_;
+};
+
+// The superblocks of one launch that are ready together on an asynchronous device go to it
+// as one submission, at most eight at a time (a GPU runs them as one kernel launch); the
+// results are the host's. Each device batches its own; a copy between two kernels in the
+// work list ends a batch.
+TEST(Worker, KernelsOfOneLaunchGoToTheirDeviceTogether) {
+  for (int devices : {1, 2}) {
+    AsyncRig rig(devices, 1 << 20);
+    const int n = 1000, superblock = 50, sweeps = 4;  // 20 superblocks per launch
+    auto kernel = std::make_shared<BatchRecording>(n);
+    StencilProblem p(devices, n, superblock, sweeps, 34 + devices, kernel);
+    for (auto& plan : p.plans) rig.worker->submit(std::move(plan.tasks));
+    rig.worker->wait_all();
+    EXPECT_EQ(p.out, p.want) << devices << " device(s)";
+    const auto sizes = kernel->sizes();  // the batches (a kernel alone runs on its own)
+    std::size_t batched = 0;
+    for (std::size_t s : sizes) {
+      EXPECT_GE(s, 2u);
+      EXPECT_LE(s, 8u);
+      batched += s;
+    }
+    const auto stats = rig.worker->stats();
+    EXPECT_EQ(stats.tasks_batched, batched);
+    EXPECT_EQ(stats.tasks_failed, 0u);
+    if (devices == 1) {  // no copies between the kernels: every one goes in a batch
+      EXPECT_EQ(batched, std::size_t(sweeps * n / superblock));
+      EXPECT_EQ(*std::max_element(sizes.begin(), sizes.end()), 8u);
+    } else {
+      EXPECT_GT(batched, 0u);
+    }
+  }
+}
+
+// A kernel that fails in a batch fails every task of it, and what comes after them.
+TEST(Worker, AFailedBatchFailsEachOfItsTasks) {
+  AsyncRig rig(1, 1 << 20);
+  Throws throws;
+  std::vector<Task> tasks;
+  std::vector<plan::TaskId> runs;
+  auto scalars = std::make_shared<std::vector<unsigned char>>();
+  for (int k = 0; k < 3; ++k) {
+    Rect blocks(1, {k, 0, 0}, {k + 1, 1, 1});
+    plan::Execute ex = execute_of(throws, blocks);
+    ex.scalars = scalars;
+    tasks.push_back(rig.task(0, ex));
+    runs.push_back(tasks.back().id);
+  }
+  tasks.push_back(rig.task(0, plan::Barrier{}, runs));
+  const plan::TaskId barrier = tasks.back().id;
+  rig.worker->submit(std::move(tasks));
+  EXPECT_THROW(rig.worker->wait(barrier), AccessError);
+  for (plan::TaskId t : runs) EXPECT_THROW(rig.worker->wait(t), AccessError);
+  const auto stats = rig.worker->stats();
+  EXPECT_EQ(stats.tasks_batched, 3u);
+  EXPECT_EQ(stats.tasks_failed, 4u);
+}
+
 // A task queued behind one that then fails is reported failed with that error once the
 // failure is known, though it ran; everything after it fails too (the read-back into host
 // memory, which waits for the host, never runs), and waiters hear it.

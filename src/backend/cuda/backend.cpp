@@ -1,6 +1,7 @@
 // make_cuda_backend: every GPU with peer access between them, the built-in kernels loaded
 // on each, and user kernels compiled once per architecture and loaded on every GPU.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
@@ -20,11 +21,12 @@ namespace {
 
 class CudaKernel final : public CompiledKernel {
  public:
-  CudaKernel(const DriverApi& api, std::string name, std::vector<CudaDevice*> devices)
-      : api_(api), name_(std::move(name)), devices_(std::move(devices)) {
+  CudaKernel(const DriverApi& api, const KernelSource& k, std::vector<CudaDevice*> devices)
+      : api_(api), name_(k.name), parts_(parts_capacity(k.params)), devices_(std::move(devices)) {
     modules_.resize(devices_.size());
     functions_.resize(devices_.size());
     loop_functions_.resize(devices_.size());
+    parts_functions_.resize(devices_.size());
     max_threads_.resize(devices_.size());
   }
   ~CudaKernel() override {
@@ -41,36 +43,29 @@ class CudaKernel final : public CompiledKernel {
     modules_[d] = Module(api_, cubin, fmt::format("kernel `{}`", name_), dev.name());
     functions_[d] = modules_[d].function(GRIDSPAN_CUDA_ENTRY_NAME, dev.name());
     loop_functions_[d] = modules_[d].function(GRIDSPAN_CUDA_LOOP_ENTRY_NAME, dev.name());
-    int a = 0, b = 0;
+    int a = 0, b = 0, c = 1 << 30;
     api_.cuFuncGetAttribute(&a, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, functions_[d]);
     api_.cuFuncGetAttribute(&b, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, loop_functions_[d]);
-    max_threads_[d] = std::min(a, b);
+    if (parts_ > 1) {
+      parts_functions_[d] = modules_[d].function(GRIDSPAN_CUDA_PARTS_ENTRY_NAME, dev.name());
+      api_.cuFuncGetAttribute(&c, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, parts_functions_[d]);
+    }
+    max_threads_[d] = std::min({a, b, c});
   }
 
   void run(const GsLaunch& launch, Device& device) const override {
     auto& dev = static_cast<CudaDevice&>(device);
     const std::size_t d = static_cast<std::size_t>(dev.index());
-    GsCudaHeader h{};
+    GsCudaHeader h = header_of(launch);
     unsigned grid[3], block[3];
-    int64_t threads = 1;
     bool loop = false;
     for (int ax = 0; ax < 3; ++ax) {
-      h.block_lo[ax] = launch.block_lo[ax];
-      h.blocks[ax] = launch.block_hi[ax] - launch.block_lo[ax];
-      h.grid_dim[ax] = launch.grid_dim[ax];
       if (h.blocks[ax] <= 0) return;  // an empty superblock
       const int64_t limit = ax == 0 ? 0x7FFFFFFF : 65535;
       grid[ax] = static_cast<unsigned>(std::min<int64_t>(h.blocks[ax], limit));
       loop = loop || h.blocks[ax] > limit;
-      block[ax] = launch.block_dim[ax];
-      threads *= launch.block_dim[ax];
     }
-    if (threads > max_threads_[d])
-      throw LaunchError(fmt::format(
-          "kernel `{}`: a block of {} threads is more than this kernel can run on {} ({} "
-          "threads per block, limited by its registers); launch smaller blocks",
-          name_, threads, dev.name(), max_threads_[d]));
-    h.check = launch.check;
+    check_block(launch, dev, block);
     void* small[17];
     std::vector<void*> heap;
     void** params = small;
@@ -87,12 +82,100 @@ class CudaKernel final : public CompiledKernel {
     dev.launch(loop ? loop_functions_[d] : functions_[d], grid, block, params, label);
   }
 
+  // Superblocks of one launch as parts of one kernel launch, as many at a time as the
+  // parts entry takes.
+  void run_batch(const GsLaunch* launches, std::size_t n, Device& device) const override {
+    if (parts_ < 2) return CompiledKernel::run_batch(launches, n, device);
+    for (std::size_t at = 0; at < n; at += static_cast<std::size_t>(parts_)) {
+      const std::size_t m = std::min(n - at, static_cast<std::size_t>(parts_));
+      if (m == 1)
+        run(launches[at], device);
+      else
+        run_parts(launches + at, m, static_cast<CudaDevice&>(device));
+    }
+  }
+
  private:
+  static GsCudaHeader header_of(const GsLaunch& launch) {
+    GsCudaHeader h{};
+    for (int ax = 0; ax < 3; ++ax) {
+      h.block_lo[ax] = launch.block_lo[ax];
+      h.blocks[ax] = launch.block_hi[ax] - launch.block_lo[ax];
+      h.grid_dim[ax] = launch.grid_dim[ax];
+    }
+    h.check = launch.check;
+    return h;
+  }
+
+  // The block's dimensions, checked against what the kernel can run on this device.
+  void check_block(const GsLaunch& launch, CudaDevice& dev, unsigned block[3]) const {
+    int64_t threads = 1;
+    for (int ax = 0; ax < 3; ++ax) {
+      block[ax] = launch.block_dim[ax];
+      threads *= launch.block_dim[ax];
+    }
+    const int max = max_threads_[static_cast<std::size_t>(dev.index())];
+    if (threads > max)
+      throw LaunchError(fmt::format(
+          "kernel `{}`: a block of {} threads is more than this kernel can run on {} ({} "
+          "threads per block, limited by its registers); launch smaller blocks",
+          name_, threads, dev.name(), max));
+  }
+
+  // The table of abi.h for `m` parts: first[parts_ + 1], then each part's header and array
+  // arguments.
+  void run_parts(const GsLaunch* launches, std::size_t m, CudaDevice& dev) const {
+    const std::size_t np = static_cast<std::size_t>(launches[0].num_params);
+    std::vector<std::size_t> arrays;
+    for (std::size_t p = 0; p < np; ++p)
+      if (!launches[0].scalars[p]) arrays.push_back(p);
+    const std::size_t cap = static_cast<std::size_t>(parts_);
+    const std::size_t part_bytes = sizeof(GsCudaHeader) + arrays.size() * sizeof(GsArrayArg);
+    alignas(8) unsigned char table[4096];
+    auto* first = reinterpret_cast<int64_t*>(table);
+    unsigned char* part = table + 8 * (cap + 1);
+    LaunchLabel label;
+    label.kernel = &name_;
+    int64_t total = 0;
+    for (std::size_t k = 0; k < m; ++k, part += part_bytes) {
+      GsCudaHeader h = header_of(launches[k]);
+      first[k] = total;
+      int64_t blocks = 1;
+      for (int ax = 0; ax < 3; ++ax) {
+        blocks *= std::max<int64_t>(h.blocks[ax], 0);
+        label.lo[ax] = k ? std::min(label.lo[ax], h.block_lo[ax]) : h.block_lo[ax];
+        label.hi[ax] = std::max(label.hi[ax], h.block_lo[ax] + h.blocks[ax]);
+      }
+      total += blocks;
+      std::memcpy(part, &h, sizeof h);
+      for (std::size_t j = 0; j < arrays.size(); ++j)
+        std::memcpy(part + sizeof h + j * sizeof(GsArrayArg), &launches[k].arrays[arrays[j]],
+                    sizeof(GsArrayArg));
+    }
+    for (std::size_t k = m; k <= cap; ++k) first[k] = total;
+    if (total == 0) return;
+    unsigned grid[3] = {static_cast<unsigned>(std::min<int64_t>(total, 0x7FFFFFFF)), 1, 1};
+    unsigned block[3];
+    check_block(launches[0], dev, block);
+    int32_t used = static_cast<int32_t>(m);
+    void* small[18];
+    std::vector<void*> heap;
+    void** params = small;
+    if (np + 2 > 18) heap.resize(np + 2), params = heap.data();
+    params[0] = table;
+    params[1] = &used;
+    std::size_t at = 2;
+    for (std::size_t p = 0; p < np; ++p)
+      if (launches[0].scalars[p]) params[at++] = const_cast<void*>(launches[0].scalars[p]);
+    dev.launch(parts_functions_[static_cast<std::size_t>(dev.index())], grid, block, params, label);
+  }
+
   const DriverApi& api_;
   std::string name_;
+  int parts_;  // superblocks the parts entry takes (0: none)
   std::vector<CudaDevice*> devices_;
   std::vector<Module> modules_;
-  std::vector<CUfunction> functions_, loop_functions_;
+  std::vector<CUfunction> functions_, loop_functions_, parts_functions_;
   std::vector<int> max_threads_;
 };
 
@@ -174,7 +257,7 @@ class CudaBackend final : public Backend {
     }
     std::vector<CudaDevice*> devices;
     for (auto& d : devices_) devices.push_back(d.get());
-    auto kernel = std::make_shared<CudaKernel>(api_, k.name, devices);
+    auto kernel = std::make_shared<CudaKernel>(api_, k, devices);
     std::map<int, std::string> cubins;  // per architecture
     for (std::size_t d = 0; d < devices_.size(); ++d) {
       const int arch = devices_[d]->arch();

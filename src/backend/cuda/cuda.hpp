@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/device.hpp"
 
@@ -18,6 +19,10 @@ std::unique_ptr<Backend> make_cuda_backend(const Config& config, std::string& wh
 std::string generate_wrapper(const KernelSource& kernel);
 /// The source of the backend's own kernels (fills and reductions between chunks).
 std::string builtins_source();
+
+/// How many superblocks the parts entry of a kernel with these parameters takes in one
+/// launch (GRIDSPAN_CUDA_PARTS in abi.h; 0: it has none).
+int parts_capacity(const std::vector<ParamInfo>& params);
 
 /// The built-in kernels as a cubin for `arch` (cached like user kernels).
 std::string builtin_cubin(int arch, const std::string& cache_dir);
