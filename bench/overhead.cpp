@@ -75,6 +75,25 @@ class Nothing : public gs::plan::Executable {
   std::string name_ = "nothing";
 };
 
+// A launch of Nothing for the planner alone, without scalars.
+gs::plan::LaunchSpec spec_of(const gs::annotation::Annotation& ann,
+                             const std::vector<gs::ParamInfo>& params,
+                             std::vector<const gs::plan::ArrayMeta*> arrays, const gs::Dim& threads,
+                             const gs::Dim& block, const gs::WorkDistribution& work, int devices) {
+  gs::plan::LaunchSpec spec;
+  spec.executable = std::make_shared<Nothing>();
+  spec.annotation = &ann;
+  spec.params = &params;
+  spec.threads = threads;
+  spec.block = block;
+  spec.superblocks = work.superblocks(threads, block, devices);
+  spec.arrays = std::move(arrays);
+  spec.int_scalars.assign(params.size(), 0);
+  spec.scalar_offsets = std::make_shared<std::vector<uint32_t>>(params.size(), 0);
+  spec.scalars = std::make_shared<std::vector<unsigned char>>();
+  return spec;
+}
+
 // Tasks planned per second: a launch of `superblocks` superblocks over a rows(1) array,
 // planned (not run) again and again.
 double planner_tasks_per_second(int superblocks, int repeats) {
@@ -90,22 +109,47 @@ double planner_tasks_per_second(int superblocks, int repeats) {
   for (auto& c : gs::dist::rows(1).chunks(meta.shape, 2))
     meta.chunks.push_back({0, c.region, c.owned, c.device});
   planner.assign_chunk_ids(meta);
-  gs::plan::LaunchSpec spec;
-  spec.executable = std::make_shared<Nothing>();
-  spec.annotation = &ann;
-  spec.params = &params;
-  spec.threads = {superblocks};
-  spec.block = {1};
-  spec.superblocks = gs::work::tiles({1}).superblocks(spec.threads, spec.block, 2);
-  spec.arrays = {&meta};
-  spec.int_scalars = {0};
-  spec.scalar_offsets = std::make_shared<std::vector<uint32_t>>(1, 0);
-  spec.scalars = std::make_shared<std::vector<unsigned char>>();
+  const gs::plan::LaunchSpec spec =
+      spec_of(ann, params, {&meta}, {superblocks}, {1}, gs::work::tiles({1}), 2);
   std::size_t tasks = 0;
   auto t0 = std::chrono::steady_clock::now();
   for (int r = 0; r < repeats; ++r) tasks += planner.launch(spec).tasks.size();
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return tasks / s;
+}
+
+// Microseconds to plan one launch of bench_launch's chain (readwrite y[i], read x[i], 65536
+// threads over arrays of `chunks` chunks on one device, a superblock per chunk), planned
+// again and again: from its memoized skeleton, or afresh each time.
+double planner_launch_us(int chunks, bool memoize, int launches) {
+  auto param = [](const char* name, bool is_const) {
+    gs::ParamInfo p;
+    p.name = name;
+    p.is_array = true;
+    p.rank = 1;
+    p.is_const = is_const;
+    return p;
+  };
+  std::vector<gs::ParamInfo> params{param("y", false), param("x", true)};
+  auto ann = gs::annotation::Annotation::parse("global i => readwrite y[i], read x[i]", params, {});
+  gs::plan::Planner planner(1, nullptr);
+  planner.set_memoize(memoize);
+  const int n = 65536, per = n / chunks;
+  std::vector<gs::plan::ArrayMeta> arrays(2);
+  for (auto& meta : arrays) {
+    meta.shape = {n};
+    for (auto& c : gs::dist::rows(per).chunks(meta.shape, 1))
+      meta.chunks.push_back({0, c.region, c.owned, c.device});
+    planner.assign_chunk_ids(meta);
+  }
+  const gs::plan::LaunchSpec spec =
+      spec_of(ann, params, {&arrays[0], &arrays[1]}, {n}, {256}, gs::work::tiles({per}), 1);
+  std::size_t tasks = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < launches; ++r) tasks += planner.launch(spec).tasks.size();
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  benchmark::DoNotOptimize(tasks);
+  return s / launches * 1e6;
 }
 
 void BM_Planner(benchmark::State& state) {
@@ -178,6 +222,17 @@ void side_by_side() {
       "once submitted\n",
       submit / tasks * 1e6, run / tasks * 1e6);
   std::printf("planner: %.0f tasks planned per second (target > 200000)\n", planned);
+  for (int chunks : {1, 4}) {
+    double memo = 1e9, afresh = 1e9;
+    for (int r = 0; r < 3; ++r) {
+      memo = std::min(memo, planner_launch_us(chunks, true, 20000));
+      afresh = std::min(afresh, planner_launch_us(chunks, false, 20000));
+    }
+    std::printf(
+        "planner, bench_launch's launch of %d superblock%s: %.2f us memoized, %.2f us planned "
+        "afresh (%.2fx)\n",
+        chunks, chunks == 1 ? "" : "s", memo, afresh, memo / afresh);
+  }
 }
 
 }  // namespace

@@ -46,6 +46,10 @@ const std::vector<Setting> kSettings = {
      "queue a GPU task behind dependencies still running on its GPU (stream waits) instead of "
      "waiting for them on the host",
      "on"},
+    {"GRIDSPAN_MEMOIZE", K::flag, &C::memoize_launches,
+     "reuse a repeated launch's plan (same kernel, geometry, work distribution and arrays) "
+     "instead of planning it again",
+     "on"},
     {"GRIDSPAN_CHECK", K::flag, &C::check, "checked mode for every kernel", "off"},
     {"GRIDSPAN_LOG", K::level, &C::log_level, "error, warn, info, debug", "warn"},
     {"GRIDSPAN_TRACE", K::text, &C::trace_file,

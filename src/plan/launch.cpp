@@ -116,13 +116,19 @@ struct ReduceState {
 
 class Planner::Launch {
  public:
-  Launch(Planner& planner, const LaunchSpec& spec)
+  /// `log`: where the record operations go, in order (for a skeleton), or null.
+  Launch(Planner& planner, const LaunchSpec& spec, std::vector<RecordOp>* log)
       : pl_(planner),
         spec_(spec),
         np_(static_cast<int>(spec.params->size())),
-        b_(tasks_, pl_.last_task_) {
+        b_(tasks_, pl_.last_task_),
+        log_(log) {
     tasks_.reserve(spec.superblocks.size() * 2);
   }
+
+  /// Whether the plan depends only on the launch and the dependency records: it took no
+  /// kept read-only copy and kept none (a later launch would plan differently).
+  bool memoizable() const { return !cache_used_; }
 
   Plan plan() {
     bind_regions();
@@ -268,6 +274,7 @@ class Planner::Launch {
     if (it == shared_.end()) {
       auto kept = pl_.read_cache_.take(a->id, exec.device, acc.region);
       if (!kept) return false;
+      cache_used_ = true;
       it = shared_.emplace(key, SharedRead{kept->ref, kept->ready, kept->readers}).first;
     }
     arg.chunk = it->second.ref;
@@ -324,17 +331,14 @@ class Planner::Launch {
       const int p = acc.param;
       if (direct_[p] < 0) continue;
       const ChunkMeta& c = spec_.arrays[p]->chunks[direct_[p]];
-      if (acc.mode == Mode::read)
-        pl_.records_.read_deps(c.id, acc.region, exec.deps);
-      else
-        pl_.records_.write_deps(c.id, acc.region, exec.deps);
+      deps_on(exec.id, c.id, acc.region, acc.mode != Mode::read, exec.deps);
     }
     unique(exec.deps);
     for (const Access& acc : pl_.accesses_[s]) {
       const int p = acc.param;
       if (direct_[p] < 0) continue;
       const ChunkMeta& c = spec_.arrays[p]->chunks[direct_[p]];
-      pl_.records_.record(c.id, acc.region, exec.id, acc.mode != Mode::read);
+      record(exec.id, c.id, acc.region, acc.mode != Mode::read);
     }
   }
 
@@ -380,7 +384,9 @@ class Planner::Launch {
         if (read.readers.size() <= 16 || !pl_.is_done_(r)) readers.push_back(r);
       ReadCache::Copy copy{key.array->id,      d,    key.region, read.ref, std::move(read.ready),
                            std::move(readers), bytes};
-      if (!pl_.read_cache_.keep(std::move(copy), b_))
+      if (pl_.read_cache_.keep(std::move(copy), b_))
+        cache_used_ = true;
+      else
         b_.add(d, DeleteChunk{read.ref.id}, std::move(read.readers));
     }
   }
@@ -587,9 +593,9 @@ class Planner::Launch {
                  int device, std::size_t elem_size) {
     const TaskId id = b_.next_id();
     std::vector<TaskId> deps;
-    pl_.records_.read_deps(src.id, region, deps);
+    deps_on(id, src.id, region, false, deps);
     deps.push_back(dst_created);
-    pl_.records_.record(src.id, region, id, false);
+    record(id, src.id, region, false);
     return b_.add(device, Copy{ChunkRef{src.id, src.region}, dst, region, elem_size},
                   std::move(deps), id);
   }
@@ -598,12 +604,29 @@ class Planner::Launch {
   TaskId copy_out(const ChunkRef& src, std::vector<TaskId> deps, const ChunkMeta& dst,
                   const Rect& region, std::size_t elem_size, bool src_tracked) {
     const TaskId id = b_.next_id();
-    if (src_tracked) pl_.records_.read_deps(src.id, region, deps);
-    pl_.records_.write_deps(dst.id, region, deps);
-    if (src_tracked) pl_.records_.record(src.id, region, id, false);
-    pl_.records_.record(dst.id, region, id, true);
+    if (src_tracked) deps_on(id, src.id, region, false, deps);
+    deps_on(id, dst.id, region, true, deps);
+    if (src_tracked) record(id, src.id, region, false);
+    record(id, dst.id, region, true);
     return b_.add(dst.device, Copy{src, ChunkRef{dst.id, dst.region}, region, elem_size},
                   std::move(deps), id);
+  }
+
+  // The dependency records, through here so that a skeleton learns what was asked.
+  void deps_on(TaskId task, ChunkId chunk, const Rect& region, bool write,
+               std::vector<TaskId>& deps) {
+    if (log_)
+      log_->push_back({write ? RecordOp::write_deps : RecordOp::read_deps, chunk, region, task});
+    if (write)
+      pl_.records_.write_deps(chunk, region, deps);
+    else
+      pl_.records_.read_deps(chunk, region, deps);
+  }
+  void record(TaskId task, ChunkId chunk, const Rect& region, bool write) {
+    if (log_)
+      log_->push_back(
+          {write ? RecordOp::record_write : RecordOp::record_read, chunk, region, task});
+    pl_.records_.record(chunk, region, task, write);
   }
 
   const ChunkIndex& index_of(const ArrayMeta* a) {
@@ -635,10 +658,27 @@ class Planner::Launch {
   std::vector<Partial> device_level_;
   std::vector<std::pair<ChunkId, int>> to_delete_;
   std::unordered_map<ChunkId, std::vector<TaskId>> users_;  // who reads each partial
+  std::vector<RecordOp>* log_;
+  bool cache_used_ = false;  // a kept read-only copy was taken or kept
 };
 
+// A repeated launch is instantiated from its skeleton (memo.hpp). Not while read-only copies
+// of its arrays are kept: it may use them, and plan differently from one time to the next.
 Plan Planner::launch(const LaunchSpec& spec) {
-  return Launch(*this, spec).plan();
+  const bool cached = std::any_of(spec.arrays.begin(), spec.arrays.end(), [&](const ArrayMeta* a) {
+    return a && read_cache_.holds(a->id);
+  });
+  if (!memoize_ || cached) return Launch(*this, spec, nullptr).plan();
+  if (const Skeleton* s = memo_.find(spec))
+    return LaunchMemo::instantiate(*s, spec, records_, last_task_, last_chunk_);
+  const TaskId first = last_task_ + 1;
+  const ChunkId chunk_base = last_chunk_;
+  std::vector<RecordOp> ops;
+  Launch launch(*this, spec, &ops);
+  Plan plan = launch.plan();
+  if (launch.memoizable() && last_task_ + 1 - first == plan.tasks.size())
+    memo_.keep(spec, plan, std::move(ops), first, chunk_base, last_chunk_);
+  return plan;
 }
 
 }  // namespace gridspan::plan

@@ -14,6 +14,7 @@
 
 #include "annotation/annotation.hpp"
 #include "gridspan/distribution/distribution.hpp"
+#include "plan/memo.hpp"
 #include "plan/read_cache.hpp"
 #include "plan/records.hpp"
 #include "plan/task.hpp"
@@ -62,6 +63,11 @@ class Planner {
   /// transfers); and every plan ends in a Barrier (the driver hears of barriers only).
   /// Empty (the default): every device in one process.
   void set_ranks(std::vector<int> rank_of_device);
+  /// Finished tasks' records are pruned through `filter` (it removes the finished ones from
+  /// a list of tasks, all at once) instead of `is_done` one task at a time.
+  void set_done_filter(RegionRecords::DoneFilter filter) {
+    records_.set_done_filter(std::move(filter));
+  }
 
   /// Chunk ids for a new array's chunks (fills `meta.chunks[k].id`).
   void assign_chunk_ids(ArrayMeta& meta);
@@ -85,6 +91,12 @@ class Planner {
   /// How many such copies are kept now.
   std::size_t cached_reads() const { return read_cache_.size(); }
 
+  /// A launch repeated with the same kernel, geometry, superblocks, arrays and integer
+  /// scalars reuses the first one's plan (memo.hpp). On by default.
+  void set_memoize(bool on) { memoize_ = on; }
+  /// Launches planned from a kept skeleton so far.
+  uint64_t memo_hits() const { return memo_.hits(); }
+
  private:
   class Launch;  // one launch's passes (launch.cpp)
   ChunkId next_chunk() { return ++last_chunk_; }
@@ -98,6 +110,8 @@ class Planner {
   RegionRecords records_;
   std::vector<std::vector<annotation::Access>> accesses_;  // per superblock, reused
   ReadCache read_cache_;
+  bool memoize_ = true;
+  LaunchMemo memo_;
 };
 
 }  // namespace gridspan::plan

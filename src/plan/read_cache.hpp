@@ -38,6 +38,12 @@ class ReadCache {
   /// Every kept copy of `array` goes.
   void drop(uint64_t array, TaskBuilder& b);
   std::size_t size() const { return kept_.size(); }
+  /// Whether a copy of `array` is kept.
+  bool holds(uint64_t array) const {
+    for (const Kept& k : kept_)
+      if (k.copy.array == array) return true;
+    return false;
+  }
 
  private:
   struct Kept {

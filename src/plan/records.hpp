@@ -20,6 +20,10 @@ class RegionRecords {
  public:
   /// `is_done(task)` says which records may be forgotten (null: none).
   explicit RegionRecords(std::function<bool(TaskId)> is_done) : is_done_(std::move(is_done)) {}
+  /// What prunes a chunk's records, if set, instead of is_done one task at a time: removes
+  /// the finished tasks from a list (the worker answers for all of them under one lock).
+  using DoneFilter = std::function<void(std::vector<TaskId>&)>;
+  void set_done_filter(DoneFilter f) { done_filter_ = std::move(f); }
 
   /// Appends the tasks a reader of `region` of chunk `c` waits for.
   void read_deps(ChunkId c, const Rect& region, std::vector<TaskId>& deps) const;
@@ -40,7 +44,8 @@ class RegionRecords {
   using Records = std::vector<Record>;
   static void erase_covered(Records& records, const Rect& by);
   static void overlapping(const Records& records, const Rect& r, std::vector<TaskId>& deps);
-  void erase_done(Records& records) const;
+  struct Chunk;
+  void erase_done(Chunk& chunk) const;
   // Writers and readers apart: a reader looks at the writers only, and a chunk read by
   // every launch of a chain has many readers and one writer.
   struct Chunk {
@@ -51,6 +56,7 @@ class RegionRecords {
   void prune(Chunk& chunk) const;
 
   std::function<bool(TaskId)> is_done_;
+  DoneFilter done_filter_;
   std::unordered_map<ChunkId, Chunk> records_;
 };
 

@@ -14,6 +14,9 @@ Driver::Driver(const Config& config) : config_(config) {
   planner_ = std::make_unique<plan::Planner>(
       runner_->device_count(), [this](plan::TaskId t) { return runner_->is_done(t); });
   planner_->set_ranks(runner_->rank_of_device());
+  planner_->set_done_filter(
+      [this](std::vector<plan::TaskId>& tasks) { runner_->drop_finished(tasks); });
+  planner_->set_memoize(config_.memoize_launches);
   // Read-only copies of other devices' data are kept for later launches, up to a quarter
   // of each device's memory (the memory manager evicts them like any chunk when it must).
   std::vector<std::size_t> keep;

@@ -36,6 +36,9 @@ class LocalRunner final : public Runner {
   void submit(plan::Plan plan) override { worker_->submit(std::move(plan.tasks)); }
   void wait(plan::TaskId task) override { worker_->wait(task); }
   bool is_done(plan::TaskId task) const override { return worker_->is_done(task); }
+  void drop_finished(std::vector<plan::TaskId>& tasks) const override {
+    worker_->drop_finished(tasks);
+  }
   void wait_all() override { worker_->wait_all(); }
   bool failed() const override { return false; }
   std::vector<MemoryStats> memory_stats() override { return memory_->stats(); }

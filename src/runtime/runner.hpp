@@ -37,6 +37,10 @@ class Runner {
   /// Blocks until `task` is finished; throws its error.
   virtual void wait(plan::TaskId task) = 0;
   virtual bool is_done(plan::TaskId task) const = 0;
+  /// Removes the finished tasks from `tasks` (by default asking is_done of each).
+  virtual void drop_finished(std::vector<plan::TaskId>& tasks) const {
+    std::erase_if(tasks, [&](plan::TaskId t) { return is_done(t); });
+  }
   /// Blocks until every task is finished; throws the first error not yet reported.
   virtual void wait_all() = 0;
   /// True once the run as a whole failed (a rank lost): what fails after that was said.

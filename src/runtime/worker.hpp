@@ -104,6 +104,8 @@ class Worker {
 
   /// Finished (successfully or not).
   bool is_done(plan::TaskId id) const;
+  /// Removes the finished tasks from `ids`, under one lock.
+  void drop_finished(std::vector<plan::TaskId>& ids) const;
   /// Blocks until the task is finished; throws the error that made it (or a task it
   /// depended on) fail.
   void wait(plan::TaskId id);

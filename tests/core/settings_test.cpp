@@ -78,7 +78,7 @@ TEST(Settings, SizesUpTo64Bits) {
 // One flag policy: anything that is not a flag keeps the default and warns, once.
 TEST(Settings, ABadFlagKeepsTheDefaultAndWarnsOnce) {
   for (const char* name : {"GRIDSPAN_MPI", "GRIDSPAN_CPU_ASYNC", "GRIDSPAN_LEND_MEMORY",
-                           "GRIDSPAN_STREAM_ORDER", "GRIDSPAN_CHECK"}) {
+                           "GRIDSPAN_STREAM_ORDER", "GRIDSPAN_MEMOIZE", "GRIDSPAN_CHECK"}) {
     Env a(name, "sometimes");
     testing::internal::CaptureStderr();
     const Config first = Config::from_env();

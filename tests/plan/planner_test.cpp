@@ -5,10 +5,12 @@
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
 #include "gridspan/core/error.hpp"
 #include "plan/plan_support.hpp"
 #include "plan/planner.hpp"
 #include "plan/records.hpp"
+#include "support/random.hpp"
 
 namespace gridspan::plan {
 namespace {
@@ -308,6 +310,130 @@ TEST(Planner, ReplicatedWritesUpdateEveryReplica) {
 // are pruned at doubling sizes, so asking after them costs a bounded number of questions
 // per record however many still run; once they are done they go. Disjoint readers keep
 // their records, a writer over all of them supersedes them.
+// A plan as text, every task with what it does and its dependencies (sorted): two plans
+// with the same text are the same plan.
+std::string describe(const Plan& p) {
+  std::string s = fmt::format("done {}\n", p.done);
+  auto ref = [](const ChunkRef& c) { return fmt::format("{}{}", c.id, c.rect.str()); };
+  for (const Task& t : p.tasks) {
+    s += fmt::format("{} {} on {}:", t.kind(), t.id, t.device);
+    std::visit(
+        [&](const auto& x) {
+          using X = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<X, CreateChunk>)
+            s += fmt::format(" {} {}", x.chunk, x.bytes);
+          if constexpr (std::is_same_v<X, DeleteChunk>) s += fmt::format(" {}", x.chunk);
+          if constexpr (std::is_same_v<X, Fill>) s += " " + ref(x.dst) + " " + x.region.str();
+          if constexpr (std::is_same_v<X, Copy>)
+            s += " " + ref(x.src) + " -> " + ref(x.dst) + " " + x.region.str();
+          if constexpr (std::is_same_v<X, Reduce>) {
+            s += " " + ref(x.dst) + " <-";
+            for (auto& src : x.srcs) s += " " + ref(src);
+          }
+          if constexpr (std::is_same_v<X, Execute>) {
+            s += " blocks " + x.blocks.str();
+            for (auto& a : x.arrays)
+              s += fmt::format(" [{} {} {}]", ref(a.chunk), a.region.str(), int(a.mode));
+          }
+        },
+        t.payload);
+    std::vector<TaskId> deps = t.deps;
+    std::sort(deps.begin(), deps.end());
+    s += " after";
+    for (TaskId d : deps) s += fmt::format(" {}", d);
+    s += "\n";
+  }
+  return s;
+}
+
+// Random sequences of launches (halos across devices, superblocks that do not line up with
+// the chunks and so assemble temporaries, reductions), host writes and read-backs, given to
+// a planner that memoizes launches and to one that does not: every plan is the same.
+TEST(Planner, MemoizedLaunchesPlanWhatPlanningAfreshWould) {
+  auto g = gridspan::test::rng(71);
+  const std::vector<ParamInfo> params{vec("out"), vec("in", true), vec("s")};
+  const std::string text = "global i => write out[i], read in[i-1:i+1], reduce(+) s[0]";
+  Fixture on(2, params, text), off(2, params, text);
+  off.planner.set_memoize(false);
+  std::vector<std::pair<ArrayMeta, ArrayMeta>> arrays;  // the same array in each
+  const std::vector<DataDistribution> dists{dist::stencil({100}, {1}), dist::rows(70),
+                                            dist::tiles({150})};
+  for (int k = 0; k < 4; ++k)
+    arrays.emplace_back(on.array({300}, dists[k % 3]), off.array({300}, dists[k % 3]));
+  auto sum_on = on.array({1}, dist::rows(1)), sum_off = off.array({1}, dist::rows(1));
+  const std::vector<WorkDistribution> works{work::tiles({100}), work::tiles({60}),
+                                            work::tiles({300})};
+  std::vector<float> host(300);
+  for (int step = 0; step < 200; ++step) {
+    const int op = int(g() % 8), x = int(g() % 4), y = (x + 1) % 4;  // 12 launches to repeat
+    SCOPED_TRACE(fmt::format("step {} op {}", step, op));
+    Plan a, b;
+    if (op == 6) {
+      auto data = std::make_shared<std::vector<unsigned char>>(1200);
+      a = on.planner.write_array(arrays[x].first, data);
+      b = off.planner.write_array(arrays[x].second, data);
+    } else if (op == 7) {
+      a = on.planner.read_array(arrays[x].first, host.data());
+      b = off.planner.read_array(arrays[x].second, host.data());
+    } else {
+      const WorkDistribution& w = works[op % 3];
+      a = on.launch({300}, {10}, w, {&arrays[x].first, &arrays[y].first, &sum_on});
+      b = off.launch({300}, {10}, w, {&arrays[x].second, &arrays[y].second, &sum_off});
+    }
+    ASSERT_EQ(describe(a), describe(b));
+  }
+  EXPECT_GT(on.planner.memo_hits(), 100u);
+  EXPECT_EQ(off.planner.memo_hits(), 0u);
+}
+
+// A launch repeated with other arrays, another work distribution, or arrays of other
+// distributions is planned again; a repeat after a host write waits for that write.
+TEST(Planner, ARepeatWithOtherArraysOrDistributionsIsPlannedAgain) {
+  Fixture f(2, {vec("out"), vec("in", true)}, "global i => write out[i], read in[i-1:i+1]");
+  auto a = f.array({400}, dist::stencil({100}, {1}));
+  auto b = f.array({400}, dist::stencil({100}, {1}));
+  auto c = f.array({400}, dist::rows(150));  // b's shape, another distribution
+  // What the kernels read `in` from: its chunks, and what is copied into temporaries.
+  const ChunkId last_array_chunk = c.chunks.back().id;
+  auto chunks_read = [&](const Plan& p) {
+    std::set<ChunkId> ids;
+    for (const Task& t : p.tasks) {
+      if (auto* cp = std::get_if<Copy>(&t.payload); cp && cp->dst.id > last_array_chunk)
+        ids.insert(cp->src.id);
+      if (auto* e = std::get_if<Execute>(&t.payload)) ids.insert(e->arrays[1].chunk.id);
+    }
+    return ids;
+  };
+  Plan first = f.launch({400}, {10}, work::tiles({100}), {&a, &b});
+  EXPECT_EQ(f.planner.memo_hits(), 0u);
+  Plan again = f.launch({400}, {10}, work::tiles({100}), {&a, &b});
+  EXPECT_EQ(f.planner.memo_hits(), 1u);
+  EXPECT_EQ(again.tasks.size(), first.tasks.size());
+  Plan other = f.launch({400}, {10}, work::tiles({100}), {&a, &c});
+  EXPECT_EQ(f.planner.memo_hits(), 1u);
+  for (ChunkId id : chunks_read(other)) {
+    bool of_c = false;
+    for (auto& ch : c.chunks) of_c = of_c || ch.id == id;
+    bool temporary = id > last_array_chunk;
+    EXPECT_TRUE(of_c || temporary) << "chunk " << id;
+  }
+  f.launch({400}, {10}, work::tiles({50}), {&a, &b});
+  EXPECT_EQ(f.planner.memo_hits(), 1u);
+  // A new array of another distribution in b's place.
+  ArrayMeta b2 = f.array({400}, dist::tiles({80}));
+  f.launch({400}, {10}, work::tiles({100}), {&a, &b2});
+  EXPECT_EQ(f.planner.memo_hits(), 1u);
+  Plan write = f.planner.write_array(b, std::make_shared<std::vector<unsigned char>>(1600));
+  std::set<TaskId> writes;
+  for (const Task& t : write.tasks) writes.insert(t.id);
+  Plan after = f.launch({400}, {10}, work::tiles({100}), {&a, &b});
+  EXPECT_EQ(f.planner.memo_hits(), 2u);
+  int waits = 0;
+  for (const Task& t : after.tasks)
+    for (TaskId d : t.deps) waits += writes.count(d);
+  EXPECT_GE(waits, 4);  // every superblock reads b's new values
+}
+
 TEST(RegionRecords, FinishedTasksArePrunedAtDoublingSizes) {
   plan::TaskId done_below = 0;
   std::size_t asked = 0;
@@ -336,6 +462,32 @@ TEST(RegionRecords, FinishedTasksArePrunedAtDoublingSizes) {
   deps.clear();
   records.read_deps(1, all, deps);
   EXPECT_EQ(deps, std::vector<plan::TaskId>{plan::TaskId(2 * n + 1)});
+}
+
+// With a done filter the records of a chunk are pruned by one call for all of its tasks
+// (one lock of the worker, not one per task), at the same doubling sizes.
+TEST(RegionRecords, ADoneFilterPrunesAChunkInOneCall) {
+  plan::TaskId done_below = 0;
+  std::size_t calls = 0, asked = 0;
+  plan::RegionRecords records(nullptr);
+  records.set_done_filter([&](std::vector<plan::TaskId>& tasks) {
+    ++calls;
+    asked += tasks.size();
+    std::erase_if(tasks, [&](plan::TaskId t) { return t < done_below; });
+  });
+  const Rect all(1, {0, 0, 0}, {100, 1, 1});
+  const int n = 5000;
+  for (int t = 1; t <= n; ++t) records.record(1, all, t, false);
+  EXPECT_EQ(records.size(), std::size_t(n));
+  EXPECT_LT(calls, 12u);  // 32, 64, ... 4096
+  EXPECT_LT(asked, std::size_t(2 * n));
+  done_below = n + 1;
+  for (int t = n + 1; t <= 2 * n; ++t) records.record(1, all, t, false);
+  EXPECT_EQ(records.size(), std::size_t(n));
+  std::vector<plan::TaskId> deps;
+  records.write_deps(1, all, deps);
+  EXPECT_EQ(*std::min_element(deps.begin(), deps.end()), plan::TaskId(n + 1));
+  EXPECT_LT(calls, 24u);
 }
 
 }  // namespace

@@ -46,6 +46,9 @@ struct Config {
   /// Queue a GPU task behind dependencies still running on its GPU, ordered there by
   /// stream waits, instead of waiting for them on the host (GRIDSPAN_STREAM_ORDER).
   bool stream_order = true;
+  /// A launch repeated with the same kernel, geometry, work distribution and arrays reuses
+  /// the plan of the first one instead of planning again (GRIDSPAN_MEMOIZE).
+  bool memoize_launches = true;
   /// Host compiler for the cpu backend (GRIDSPAN_CXX); empty = c++ from PATH.
   std::string cxx;
   /// Under mpirun: seconds without a word from a rank after which the run fails with an

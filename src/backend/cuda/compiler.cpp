@@ -182,7 +182,9 @@ std::string parts_entry(const KernelSource& k, const std::string& prologue,
                         const std::string& call) {
   const int parts = parts_capacity(k.params);
   if (parts == 0) return {};
-  std::string params = "gs_parts gs_t, int gs_n", views;
+  // __grid_constant__: the table is read where the launch put it; indexing a by-value
+  // parameter with a run-time index would copy all of it to every thread's local memory.
+  std::string params = "const __grid_constant__ gs_parts gs_t, int gs_n", views;
   int arrays = 0;
   for (std::size_t i = 0; i < k.params.size(); ++i) {
     const auto& p = k.params[i];
