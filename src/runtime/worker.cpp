@@ -526,7 +526,10 @@ void Worker::launch_batch(std::vector<Node*>& batch, std::deque<Node*>& work) {
   const backend::Device::Ticket ticket = devices_[dev]->submit_on(
       backend::Device::Queue::compute, [this, nodes] { run_batch(*nodes); },
       [this, nodes, dev](std::exception_ptr e) {
-        for (Node* node : *nodes) ran_on_device(node, dev, e);
+        // Kernels only: no transfer hooks hold them after they ran.
+        callbacks_.fetch_add(1, std::memory_order_relaxed);
+        complete_all(nodes->data(), nodes->size(), e, dev);
+        callbacks_.fetch_sub(1, std::memory_order_release);
       },
       after);
   stats_.tasks_submitted += nodes->size();
@@ -561,17 +564,27 @@ Worker::Node& Worker::pending(TaskId id) {
 // Unstages a task that ran and finishes it (or, when a dependency is not reported done
 // yet, marks it to finish after that one); the successors it made ready run here.
 void Worker::complete(Node* node, std::exception_ptr error, int dev) {
-  unstage(node, error);
+  complete_all(&node, 1, error, dev);
+}
+
+// Tasks that ran as one work (a batch), completed as one: one lock of the worker for all.
+void Worker::complete_all(Node* const* nodes, std::size_t n, const std::exception_ptr& error,
+                          int dev) {
+  std::vector<std::exception_ptr> errors(n, error);
+  for (std::size_t k = 0; k < n; ++k) unstage_chunks(nodes[k], errors[k]);
   std::deque<Node*> next;
   {
     std::lock_guard<AdaptiveMutex> lock(mutex_);
-    if (node->missing > 0) {
-      // Done on the device before a dependency was reported done: it is reported after
-      // that one (and fails with it).
-      node->ran = true;
-      node->run_error = error;
-    } else {
-      finish(node, error, next);
+    for (std::size_t k = 0; k < n; ++k) {
+      count_unstaged(*nodes[k]);
+      if (nodes[k]->missing > 0) {
+        // Done on the device before a dependency was reported done: it is reported after
+        // that one (and fails with it).
+        nodes[k]->ran = true;
+        nodes[k]->run_error = errors[k];
+      } else {
+        finish(nodes[k], errors[k], next);
+      }
     }
     if (next.empty() && progress_ && !blocked_.empty()) wake_scheduler_.notify_one();
   }
@@ -645,14 +658,23 @@ void Worker::resume(TaskId id, std::exception_ptr error, bool again) {
 
 // Unpins a task's chunks (a failure here becomes the task's error). Without the lock.
 void Worker::unstage(Node* node, std::exception_ptr& error) {
+  unstage_chunks(node, error);
+  std::lock_guard<AdaptiveMutex> lock(mutex_);
+  count_unstaged(*node);
+}
+
+void Worker::unstage_chunks(Node* node, std::exception_ptr& error) {
   try {
     memory_.unstage_and_retire(node->task.id, node->uses);
   } catch (...) {
     if (!error) error = std::current_exception();
   }
-  std::lock_guard<AdaptiveMutex> lock(mutex_);
-  staged_bytes_[node->task.device] -= node->staged_bytes;
-  --staged_tasks_[node->task.device];
+}
+
+// Under the lock: the task's bytes no longer count against its device's staging bound.
+void Worker::count_unstaged(const Node& node) {
+  staged_bytes_[node.task.device] -= node.staged_bytes;
+  --staged_tasks_[node.task.device];
   progress_ = true;
   ++unstage_epoch_;
 }

@@ -139,6 +139,7 @@ class Worker {
   // After a task ran on its device: false when the transfer hooks hold it.
   bool after_run(Node* node, std::exception_ptr& error);
   void complete(Node* node, std::exception_ptr error, int dev);  // unstage and finish
+  void complete_all(Node* const* nodes, std::size_t n, const std::exception_ptr& error, int dev);
   void relaunch(Node* node);  // runs a staged task's work on its device again
   void ran_on_device(Node* node, int dev, std::exception_ptr error);
   TransferHooks& hooks(const plan::Task& task) const;  // throws when none are connected
@@ -167,6 +168,8 @@ class Worker {
   void run_task(Node* node);     // on an executor thread, reported to the observer
   void run_payload(Node* node);  // does the task's work
   void unstage(Node* node, std::exception_ptr& error);
+  void unstage_chunks(Node* node, std::exception_ptr& error);  // without the lock
+  void count_unstaged(const Node& node);                       // under the lock
   bool soon_done_on_device(const Node& node) const;
   void watch_for(plan::TaskId id, std::unique_lock<AdaptiveMutex>& lock);
   void finish(Node* node, std::exception_ptr error, std::deque<Node*>& ready);
