@@ -338,7 +338,7 @@ void run_program(uint64_t seed, Spilled& spilled, bool memoize) {
 
 // Repeated launches reuse their first plan (GRIDSPAN_MEMOIZE, on by default) in the first
 // test, and are planned afresh each time in the second: both match the reference.
-void run_programs(int programs, bool memoize) {
+void run_programs(int programs, bool memoize, bool count_spills) {
   int first = 0;
   // To repeat one failing program: its number here, the run's seed in GRIDSPAN_TEST_SEED.
   if (const char* s = std::getenv("GRIDSPAN_FUZZ_FIRST")) first = std::atoi(s);
@@ -357,6 +357,7 @@ void run_programs(int programs, bool memoize) {
   // on timing there: what is queued when a device fills). Disk spills vary most: with up to
   // 8 devices (GRIDSPAN_FUZZ_DEVICES) about a third of the programs spill to disk, and under
   // the sanitizers fewer (20 of 100 once), so the bar is a sixth.
+  if (!count_spills) return;
   EXPECT_GE(spilled.to_host, programs / (2 * ranks()));
   EXPECT_GE(spilled.to_disk, programs / (6 * ranks()));
 }
@@ -367,11 +368,12 @@ int fuzz_programs() {
 }
 
 TEST(Differential, RandomProgramsMatchTheSequentialReference) {
-  run_programs(fuzz_programs(), true);
+  run_programs(fuzz_programs(), true, true);
 }
 
 TEST(Differential, RandomProgramsMatchWithoutMemoizedLaunches) {
-  run_programs(std::max(1, fuzz_programs() / 4), false);
+  // Too few programs to count on their spilling.
+  run_programs(std::max(1, fuzz_programs() / 4), false, false);
 }
 
 }  // namespace
