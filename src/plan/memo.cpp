@@ -2,7 +2,6 @@
 #include "plan/memo.hpp"
 
 #include <algorithm>
-#include <optional>
 
 #include "plan/builder.hpp"
 #include "plan/planner.hpp"
@@ -57,18 +56,21 @@ LaunchKey::LaunchKey(const LaunchSpec& spec)
   for (const ArrayMeta* a : spec.arrays) arrays.emplace_back(a, a ? a->id : 0);
 }
 
-bool LaunchKey::operator==(const LaunchKey& o) const {
-  return executable == o.executable && annotation == o.annotation && threads == o.threads &&
-         block == o.block && arrays == o.arrays && int_scalars == o.int_scalars &&
-         same_superblocks(superblocks, o.superblocks);
+bool LaunchKey::matches(const LaunchSpec& spec) const {
+  if (executable != spec.executable.get() || annotation != spec.annotation ||
+      !(threads == spec.threads) || !(block == spec.block) || int_scalars != spec.int_scalars ||
+      arrays.size() != spec.arrays.size() || !same_superblocks(superblocks, spec.superblocks))
+    return false;
+  for (std::size_t p = 0; p < arrays.size(); ++p) {
+    const ArrayMeta* a = spec.arrays[p];
+    if (arrays[p].first != a || arrays[p].second != (a ? a->id : 0)) return false;
+  }
+  return true;
 }
 
 const Skeleton* LaunchMemo::find(const LaunchSpec& spec) {
-  std::optional<LaunchKey> key;  // made once a kept launch of the same kernel is there
   for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-    if (it->key.executable != spec.executable.get()) continue;
-    if (!key) key.emplace(spec);
-    if (!(it->key == *key)) continue;
+    if (!it->key.matches(spec)) continue;
     if (it != kept_.begin()) {  // the most recently used first
       Skeleton s = std::move(*it);
       kept_.erase(it);

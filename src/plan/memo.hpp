@@ -38,7 +38,8 @@ struct LaunchKey {
   std::vector<std::pair<const ArrayMeta*, uint64_t>> arrays;  // the id: addresses are reused
   std::vector<int64_t> int_scalars;
   explicit LaunchKey(const LaunchSpec& spec);
-  bool operator==(const LaunchKey& o) const;
+  /// Whether `spec` is this launch (compared in place: nothing is copied).
+  bool matches(const LaunchSpec& spec) const;
 };
 
 /// A recorded launch plan: its tasks (ids in (first - 1, first + size), dependencies on

@@ -5,26 +5,25 @@
 
 namespace gridspan::plan {
 
-// Every record of a finished task goes: asked one task at a time, or of the done filter
-// for all of the chunk's at once.
+RegionRecords::RegionRecords(std::function<bool(TaskId)> is_done) {
+  if (is_done)
+    done_filter_ = [is_done = std::move(is_done)](std::vector<TaskId>& tasks) {
+      std::erase_if(tasks, is_done);
+    };
+}
+
+// Every record of a finished task goes: the done filter is asked of all of the chunk's.
 void RegionRecords::erase_done(Chunk& chunk) const {
-  auto erase_if = [](Records& records, auto&& done) {
-    records.erase(std::remove_if(records.begin(), records.end(),
-                                 [&](const Record& r) { return done(r.task); }),
-                  records.end());
-  };
-  if (!done_filter_) {
-    for (Records* records : {&chunk.writes, &chunk.reads}) erase_if(*records, is_done_);
-    return;
-  }
   std::vector<TaskId> running;
   running.reserve(chunk.size());
   for (const Records* records : {&chunk.writes, &chunk.reads})
     for (const Record& r : *records) running.push_back(r.task);
   done_filter_(running);
   std::sort(running.begin(), running.end());
-  auto done = [&](TaskId t) { return !std::binary_search(running.begin(), running.end(), t); };
-  for (Records* records : {&chunk.writes, &chunk.reads}) erase_if(*records, done);
+  for (Records* records : {&chunk.writes, &chunk.reads})
+    std::erase_if(*records, [&](const Record& r) {
+      return !std::binary_search(running.begin(), running.end(), r.task);
+    });
 }
 
 void RegionRecords::erase_covered(Records& records, const Rect& by) {
@@ -39,7 +38,7 @@ void RegionRecords::overlapping(const Records& records, const Rect& r, std::vect
 }
 
 void RegionRecords::prune(Chunk& chunk) const {
-  if (chunk.size() < chunk.prune_at || (!is_done_ && !done_filter_)) return;
+  if (chunk.size() < chunk.prune_at || !done_filter_) return;
   erase_done(chunk);
   chunk.prune_at = std::max<std::size_t>(32, 2 * chunk.size());
 }

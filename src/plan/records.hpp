@@ -18,11 +18,11 @@ namespace gridspan::plan {
 
 class RegionRecords {
  public:
-  /// `is_done(task)` says which records may be forgotten (null: none).
-  explicit RegionRecords(std::function<bool(TaskId)> is_done) : is_done_(std::move(is_done)) {}
-  /// What prunes a chunk's records, if set, instead of is_done one task at a time: removes
-  /// the finished tasks from a list (the worker answers for all of them under one lock).
+  /// Removes the finished tasks from a list: what says which records may be forgotten.
   using DoneFilter = std::function<void(std::vector<TaskId>&)>;
+  /// `is_done(task)`, asked of one task at a time (null: nothing is forgotten).
+  explicit RegionRecords(std::function<bool(TaskId)> is_done);
+  /// Asked of all of a chunk's tasks at once instead (the worker answers under one lock).
   void set_done_filter(DoneFilter f) { done_filter_ = std::move(f); }
 
   /// Appends the tasks a reader of `region` of chunk `c` waits for.
@@ -55,7 +55,6 @@ class RegionRecords {
   };
   void prune(Chunk& chunk) const;
 
-  std::function<bool(TaskId)> is_done_;
   DoneFilter done_filter_;
   std::unordered_map<ChunkId, Chunk> records_;
 };

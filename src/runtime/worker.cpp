@@ -439,8 +439,9 @@ void Worker::run_here(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::de
     e = std::current_exception();
   }
   if (after_run(node, e)) {
-    unstage(node, e);
+    unstage_chunks(node, e);
     lock.lock();
+    count_unstaged(*node);
     finish(node, e, work);
   } else {
     lock.lock();
@@ -503,11 +504,12 @@ bool Worker::batchable(const Node& node) const {
 // kernel of the same launch shape on the same device. Tasks in one work list at once do not
 // depend on each other (a successor is released only once its dependency is launched).
 bool Worker::joins(const Node& first, const Node& next, std::size_t size) const {
-  if (size >= kMaxBatch || next.task.device != first.task.device || next.error) return false;
-  const auto* a = std::get_if<plan::Execute>(&first.task.payload);
-  const auto* b = std::get_if<plan::Execute>(&next.task.payload);
-  return b && b->blocks.volume() <= kMaxBatchBlocks && a->executable == b->executable &&
-         a->block == b->block && a->grid == b->grid && a->scalars == b->scalars;
+  if (size >= kMaxBatch || next.task.device != first.task.device || next.error || !batchable(next))
+    return false;
+  const auto& a = std::get<plan::Execute>(first.task.payload);
+  const auto& b = std::get<plan::Execute>(next.task.payload);
+  return a.executable == b.executable && a.block == b.block && a.grid == b.grid &&
+         a.scalars == b.scalars;
 }
 
 // Submits staged kernels as one work on their device (see launch for one task).
@@ -657,12 +659,6 @@ void Worker::resume(TaskId id, std::exception_ptr error, bool again) {
 }
 
 // Unpins a task's chunks (a failure here becomes the task's error). Without the lock.
-void Worker::unstage(Node* node, std::exception_ptr& error) {
-  unstage_chunks(node, error);
-  std::lock_guard<AdaptiveMutex> lock(mutex_);
-  count_unstaged(*node);
-}
-
 void Worker::unstage_chunks(Node* node, std::exception_ptr& error) {
   try {
     memory_.unstage_and_retire(node->task.id, node->uses);
@@ -695,6 +691,12 @@ void Worker::run_task(Node* node) {
   run_payload(node);
 }
 
+// The memory of each parameter's chunk (null for scalars and untouched arrays).
+void Worker::chunk_data(const plan::Execute& ex, void** out) const {
+  for (std::size_t i = 0; i < ex.arrays.size(); ++i)
+    out[i] = ex.arrays[i].chunk.id ? memory_.data(ex.arrays[i].chunk.id) : nullptr;
+}
+
 // The kernels of a batch, run together by their executable (one GPU launch), each
 // reported to the observer as having run for the whole of it.
 void Worker::run_batch(const std::vector<Node*>& nodes) {
@@ -703,9 +705,10 @@ void Worker::run_batch(const std::vector<Node*>& nodes) {
   std::vector<void*> data;
   std::vector<std::size_t> at(n);
   for (std::size_t k = 0; k < n; ++k) {
+    const auto& ex = std::get<plan::Execute>(nodes[k]->task.payload);
     at[k] = data.size();
-    for (const plan::ExecArg& arg : std::get<plan::Execute>(nodes[k]->task.payload).arrays)
-      data.push_back(arg.chunk.id ? memory_.data(arg.chunk.id) : nullptr);
+    data.resize(data.size() + ex.arrays.size());
+    chunk_data(ex, data.data() + at[k]);
   }
   const int d = nodes[0]->task.device;
   std::vector<plan::ExecFrame> frames;
@@ -748,11 +751,9 @@ void Worker::run_payload(Node* node) {
         } else if constexpr (std::is_same_v<P, plan::Execute>) {
           void* ptrs[64];
           std::vector<void*> heap;
-          std::size_t n = p.arrays.size();
           void** slot = ptrs;
-          if (n > 64) heap.resize(n), slot = heap.data();
-          for (std::size_t i = 0; i < n; ++i)
-            slot[i] = p.arrays[i].chunk.id ? data(p.arrays[i].chunk) : nullptr;
+          if (p.arrays.size() > 64) heap.resize(p.arrays.size()), slot = heap.data();
+          chunk_data(p, slot);
           p.executable->run(plan::ExecFrame{p, slot, t.device, &dev});
         }
       },

@@ -165,9 +165,9 @@ class Worker {
   bool joins(const Node& first, const Node& next, std::size_t size) const;
   void launch_batch(std::vector<Node*>& batch, std::deque<Node*>& work);
   void run_batch(const std::vector<Node*>& nodes);  // on the device, as one work
+  void chunk_data(const plan::Execute& ex, void** out) const;
   void run_task(Node* node);     // on an executor thread, reported to the observer
   void run_payload(Node* node);  // does the task's work
-  void unstage(Node* node, std::exception_ptr& error);
   void unstage_chunks(Node* node, std::exception_ptr& error);  // without the lock
   void count_unstaged(const Node& node);                       // under the lock
   bool soon_done_on_device(const Node& node) const;

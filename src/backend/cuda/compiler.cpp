@@ -175,6 +175,14 @@ std::string grid_prologue(bool grid, const std::string& header) {
       header);
 }
 
+// The user's function called as block (gs_x, gs_y, gs_z) of the superblock gs_h.
+std::string block_call(const std::string& name, const std::string& call) {
+  return fmt::format(
+      "{}(dim3(unsigned(gs_h.block_lo[0] + gs_x), unsigned(gs_h.block_lo[1] + gs_y), "
+      "unsigned(gs_h.block_lo[2] + gs_z)){})",
+      name, call);
+}
+
 // The parts entry (abi.h): every block finds its part in the table, then runs as the
 // block of that superblock. A block that runs several (more blocks than a grid may have)
 // waits for all its threads between them, as they may share memory.
@@ -210,11 +218,7 @@ std::string parts_entry(const KernelSource& k, const std::string& prologue,
        "    gs_r /= gs_h.blocks[0];\n"
        "    const long long gs_y = gs_r % gs_h.blocks[1], gs_z = gs_r / gs_h.blocks[1];\n";
   s += views;
-  s += fmt::format(
-      "    {}(dim3(unsigned(gs_h.block_lo[0] + gs_x), unsigned(gs_h.block_lo[1] + gs_y), "
-      "unsigned(gs_h.block_lo[2] + gs_z)){});\n"
-      "    __syncthreads();\n  }}\n}}\n",
-      k.name, call);
+  s += "    " + block_call(k.name, call) + ";\n    __syncthreads();\n  }\n}\n";
   return s;
 }
 
@@ -274,10 +278,7 @@ std::string generate_wrapper(const KernelSource& k) {
   s += "  for (long long gs_z = blockIdx.z; gs_z < gs_h.blocks[2]; gs_z += gridDim.z)\n"
        "    for (long long gs_y = blockIdx.y; gs_y < gs_h.blocks[1]; gs_y += gridDim.y)\n"
        "      for (long long gs_x = blockIdx.x; gs_x < gs_h.blocks[0]; gs_x += gridDim.x)\n";
-  s += fmt::format(
-      "        {}(dim3(unsigned(gs_h.block_lo[0] + gs_x), unsigned(gs_h.block_lo[1] + gs_y), "
-      "unsigned(gs_h.block_lo[2] + gs_z)){}), __syncthreads();\n}}\n",
-      k.name, call);
+  s += "        " + block_call(k.name, call) + ", __syncthreads();\n}\n";
   return s + parts_entry(k, grid_prologue(grid, "gs_t.p[0].h"), call);
 }
 
