@@ -31,7 +31,6 @@
 #include <list>
 #include <mutex>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -152,16 +151,37 @@ struct DeviceSpace {
 };
 
 // A chunk as seen by executor threads while it is staged.
+// Kept from a chunk's first staging to its destruction (no allocation per staging);
+// `staged` says whether a task has it staged now.
 struct StagedChunk {
   void* data = nullptr;
   std::size_t bytes = 0;
+  bool staged = false;
 };
 
 // A task's chunks, each once, with whether the task writes it.
+struct TaskChunk {
+  Chunk* chunk;
+  bool write;    // the task writes it
+  bool discard;  // every use writes all of it: its old contents are not needed
+};
+// A task uses a handful of chunks (a temporary per argument, at most 16 partials), so
+// membership is a scan, and the vector is reused from one staging to the next.
 struct TaskChunks {
-  std::vector<std::pair<Chunk*, bool>> chunks;  // with whether the task writes it
-  std::unordered_set<const Chunk*> members;
-  std::unordered_set<const Chunk*> discard;  // written whole: old contents not needed
+  std::vector<TaskChunk> chunks;
+  TaskChunk* find(const Chunk* c) {
+    for (TaskChunk& u : chunks)
+      if (u.chunk == c) return &u;
+    return nullptr;
+  }
+  bool has(const Chunk* c) const {
+    return std::any_of(chunks.begin(), chunks.end(),
+                       [&](const TaskChunk& u) { return u.chunk == c; });
+  }
+  bool discards(const Chunk* c) const {
+    return std::any_of(chunks.begin(), chunks.end(),
+                       [&](const TaskChunk& u) { return u.chunk == c && u.discard; });
+  }
 };
 
 }  // namespace
@@ -188,6 +208,7 @@ struct MemoryManager::Impl {
   // while copying: executors are not held up by a spill in progress. Taken after `mutex`.
   mutable std::mutex staged_mutex;
   std::unordered_map<ChunkId, StagedChunk> staged;
+  TaskChunks scratch;  // for a staging or unstaging that keeps the mutex throughout
 
   Chunk& find(ChunkId id) const {
     auto it = chunks.find(id);
@@ -201,21 +222,18 @@ struct MemoryManager::Impl {
     return *it->second;
   }
 
-  TaskChunks task_chunks(const std::vector<ChunkUse>& uses) const {
-    TaskChunks task;
+  // `task` becomes the chunks of `uses`, each once.
+  void task_chunks(const std::vector<ChunkUse>& uses, TaskChunks& task) const {
+    task.chunks.clear();
     for (const ChunkUse& use : uses) {
       Chunk& c = find(use.chunk);
-      if (task.members.insert(&c).second) {
-        task.chunks.emplace_back(&c, use.write);
-        if (use.discard) task.discard.insert(&c);
+      if (TaskChunk* u = task.find(&c)) {
+        u->write = u->write || use.write;
+        u->discard = u->discard && use.discard;
       } else {
-        for (auto& [chunk, write] : task.chunks) {
-          if (chunk == &c) write = write || use.write;
-        }
-        if (!use.discard) task.discard.erase(&c);
+        task.chunks.push_back(TaskChunk{&c, use.write, use.discard});
       }
     }
-    return task;
   }
 
   std::size_t host_held() const {
@@ -399,9 +417,7 @@ struct MemoryManager::Impl {
   // on disk too) before only copies, least recently used first; the host copies a task
   // is about to bring back from only when nothing else is left. Never a moving chunk.
   Chunk* host_victim(const TaskChunks* task) const {
-    auto is_source = [&](const Chunk* c) {
-      return task && !c->device_copy && task->members.count(c) > 0;
-    };
+    auto is_source = [&](const Chunk* c) { return task && !c->device_copy && task->has(c); };
     for (Chunk* c : host_lru) {
       if (!c->moving && !is_source(c) && (c->device_copy || c->on_disk)) return c;
     }
@@ -465,7 +481,7 @@ struct MemoryManager::Impl {
   // A resident chunk eviction may take for `task`'s staging: no task pins it, it is not in
   // transit, and `task` does not need it.
   static bool evictable(const Chunk& c, const TaskChunks& task) {
-    return c.pins == 0 && !c.moving && !task.members.count(&c);
+    return c.pins == 0 && !c.moving && !task.has(&c);
   }
 
   // One step towards room on device `d`: moves the chunk device_victim picks off it, to the host
@@ -509,7 +525,7 @@ struct MemoryManager::Impl {
   // into the host (room there first), or the copy to the device.
   void bring_back_step(std::unique_lock<std::mutex>& lock, Chunk& c, const TaskChunks& task) {
     DeviceSpace& d = *devices[c.device];
-    if (task.discard.count(&c)) {
+    if (task.discards(&c)) {
       // The task writes all of it: device memory without its old contents, which are
       // stale from now on (as publish would find them).
       drop_host(c);
@@ -550,7 +566,7 @@ struct MemoryManager::Impl {
   // device's missing chunks first, then the bring-backs in the task's order. True when
   // every chunk is resident and none is moving. The mutex may be released inside.
   bool stage_step(std::unique_lock<std::mutex>& lock, const TaskChunks& task) {
-    for (auto [c, write] : task.chunks) {
+    for (auto [c, write, discard] : task.chunks) {
       if (c->moving) {  // another task stages it too: wait, then look again
         moved.wait(lock);
         return false;
@@ -558,7 +574,7 @@ struct MemoryManager::Impl {
     }
     for (std::size_t i = 0; i < devices.size(); ++i) {
       std::size_t missing = 0;
-      for (auto [c, write] : task.chunks) {
+      for (auto [c, write, discard] : task.chunks) {
         if (c->device == static_cast<int>(i) && !c->device_copy) missing += c->block;
       }
       DeviceSpace& d = *devices[i];
@@ -567,7 +583,7 @@ struct MemoryManager::Impl {
         return false;
       }
     }
-    for (auto [c, write] : task.chunks) {
+    for (auto [c, write, discard] : task.chunks) {
       if (!c->device_copy) {
         bring_back_step(lock, *c, task);
         return false;
@@ -581,13 +597,18 @@ struct MemoryManager::Impl {
     if (c.device_copy) d.lru.splice(d.lru.end(), d.lru, c.device_lru);
   }
 
+  // data() no longer hands out the chunk's memory (staged_mutex held).
+  void unpublish(ChunkId id) {
+    if (auto it = staged.find(id); it != staged.end()) it->second.staged = false;
+  }
+
   // Takes back the pins of a staging that failed.
   void unreserve(const TaskChunks& task, const std::vector<Chunk*>& reserved) {
     std::lock_guard staged_lock(staged_mutex);
-    for (auto [c, write] : task.chunks) {
+    for (auto [c, write, discard] : task.chunks) {
       if (--c->pins == 0) {
         devices[c->device]->pinned -= c->block;
-        staged.erase(c->id);
+        unpublish(c->id);
       }
     }
     for (Chunk* c : reserved) devices[c->device]->reserved -= c->block;
@@ -611,14 +632,14 @@ struct MemoryManager::Impl {
     std::vector<Chunk*> reserved;
     std::size_t n = devices.size();
     while (true) {
-      task = task_chunks(uses);
+      task_chunks(uses, task);
       if (std::any_of(task.chunks.begin(), task.chunks.end(),
-                      [](const auto& use) { return use.first->moving; })) {
+                      [](const auto& use) { return use.chunk->moving; })) {
         moved.wait(lock);
         continue;
       }
       std::vector<std::size_t> total(n), pinned_by_task(n), missing(n);
-      for (auto [c, write] : task.chunks) {
+      for (auto [c, write, discard] : task.chunks) {
         total[c->device] += c->block;
         if (c->pins > 0) pinned_by_task[c->device] += c->block;
         if (!c->device_copy) missing[c->device] += c->block;
@@ -654,7 +675,7 @@ struct MemoryManager::Impl {
       }
       break;
     }
-    for (auto [c, write] : task.chunks) {
+    for (auto [c, write, discard] : task.chunks) {
       if (c->pins++ == 0) {
         devices[c->device]->pinned += c->block;
         devices[c->device]->reserved += c->block;
@@ -678,8 +699,8 @@ struct MemoryManager::Impl {
   // hand out their memory; written chunks lose their stale host and disk copies.
   void publish(const TaskChunks& task) {
     std::lock_guard staged_lock(staged_mutex);
-    for (auto [c, write] : task.chunks) {
-      staged[c->id] = StagedChunk{c->device_copy, c->bytes};
+    for (auto [c, write, discard] : task.chunks) {
+      staged[c->id] = StagedChunk{c->device_copy, c->bytes, true};
       touch(*c);
       if (write) {
         drop_host(*c);
@@ -689,20 +710,22 @@ struct MemoryManager::Impl {
   }
 
   bool try_stage_resident(const std::vector<ChunkUse>& uses) {
-    TaskChunks task = task_chunks(uses);
+    TaskChunks& task = scratch;
+    task_chunks(uses, task);
     // Not while another staging on the same device is in progress: its admission counted
     // the unpinned resident chunks as room it may evict, and new pins would take that away.
-    for (auto [c, write] : task.chunks)
+    for (auto [c, write, discard] : task.chunks)
       if (c->moving || !c->device_copy || devices[c->device]->reserved > 0) return false;
-    for (auto [c, write] : task.chunks)
+    for (auto [c, write, discard] : task.chunks)
       if (c->pins++ == 0) devices[c->device]->pinned += c->block;
     publish(task);
     return true;
   }
 
   void unstage(const std::vector<ChunkUse>& uses) {
-    TaskChunks task = task_chunks(uses);
-    for (auto [c, write] : task.chunks) {
+    TaskChunks& task = scratch;
+    task_chunks(uses, task);
+    for (auto [c, write, discard] : task.chunks) {
       if (c->pins == 0) {
         throw Error(
             fmt::format("chunk {} is unstaged but not staged; unstage must match a "
@@ -713,10 +736,10 @@ struct MemoryManager::Impl {
     // A staged chunk is resident, so it is never moving: its host copy is redundant and
     // nothing reads it, and pinned chunks are no eviction victims.
     std::lock_guard staged_lock(staged_mutex);
-    for (auto [c, write] : task.chunks) {
+    for (auto [c, write, discard] : task.chunks) {
       if (--c->pins == 0) {
         devices[c->device]->pinned -= c->block;
-        staged.erase(c->id);
+        unpublish(c->id);
       }
       touch(*c);
       if (write) {
@@ -802,6 +825,8 @@ void MemoryManager::destroy(ChunkId chunk) {
   impl_->drop_host(c);
   impl_->drop_disk(c);
   impl_->chunks.erase(chunk);
+  std::lock_guard staged_lock(impl_->staged_mutex);
+  impl_->staged.erase(chunk);
 }
 
 void MemoryManager::announce(uint64_t task, const std::vector<ChunkUse>& uses) {
@@ -810,11 +835,14 @@ void MemoryManager::announce(uint64_t task, const std::vector<ChunkUse>& uses) {
   impl_->announce(task, uses);
 }
 
-void MemoryManager::announce(const std::vector<uint64_t>& tasks,
-                             const std::vector<std::vector<ChunkUse>>& uses) {
-  if (!impl_->tracking.load(std::memory_order_relaxed)) return;
+void MemoryManager::announce(const std::vector<Announced>& tasks) {
+  if (!tracking()) return;
   std::lock_guard lock(impl_->mutex);
-  for (std::size_t i = 0; i < tasks.size(); ++i) impl_->announce(tasks[i], uses[i]);
+  for (const Announced& t : tasks) impl_->announce(t.task, *t.uses);
+}
+
+bool MemoryManager::tracking() const {
+  return impl_->tracking.load(std::memory_order_relaxed);
 }
 
 void MemoryManager::retire(uint64_t task, const std::vector<ChunkUse>& uses) {
@@ -859,7 +887,7 @@ bool MemoryManager::try_stage_resident(const std::vector<ChunkUse>& uses) {
 void* MemoryManager::data(ChunkId chunk) const {
   std::lock_guard lock(impl_->staged_mutex);
   auto it = impl_->staged.find(chunk);
-  if (it == impl_->staged.end()) {
+  if (it == impl_->staged.end() || !it->second.staged) {
     throw Error(
         fmt::format("data() of chunk {}, which is not staged; a task may use a "
                     "chunk's memory only between try_stage and unstage",

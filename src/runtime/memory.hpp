@@ -87,8 +87,14 @@ class MemoryManager {
   /// Announcements are kept only from the first time a device holds more than half of its
   /// limit (before that no device evicts, and the bookkeeping would only cost time).
   void announce(uint64_t task, const std::vector<ChunkUse>& uses);
-  /// Many at once (one lock): tasks[i] uses uses[i].
-  void announce(const std::vector<uint64_t>& tasks, const std::vector<std::vector<ChunkUse>>& uses);
+  /// Many at once (one lock).
+  struct Announced {
+    uint64_t task;
+    const std::vector<ChunkUse>* uses;
+  };
+  void announce(const std::vector<Announced>& tasks);
+  /// Whether announcements are kept yet (announce ignores them until then).
+  bool tracking() const;
   void retire(uint64_t task, const std::vector<ChunkUse>& uses);
 
   /// Bytes pinned now on `device`.

@@ -8,10 +8,19 @@
 
 #include <fmt/format.h>
 
+#include "core/scratch.hpp"
 #include "gridspan/core/error.hpp"
 #include "plan/planner.hpp"
 
 namespace gridspan::runtime {
+
+// Kernels of one launch on one GPU go as one submission (one kernel launch over all their
+// superblocks, where the backend can): up to this many, of at most so many blocks each.
+// Only small ones: a launch costs them as much as they run, while large ones run slower as
+// parts of one launch than on their own (on an H200, HotSpot and Black-Scholes at 1.6 GB:
+// 72% and 29% over plain CUDA batched, 7% and 5% not).
+constexpr std::size_t kMaxBatch = 8;
+constexpr int64_t kMaxBatchBlocks = 2048;
 
 using plan::Task;
 using plan::TaskId;
@@ -116,69 +125,114 @@ Worker::~Worker() {
 }
 
 void Worker::submit(std::vector<Task>&& tasks) {
-  // The chunks each device task will use, announced to the memory manager before anything
-  // can run, so that eviction knows what the queued tasks need next.
-  std::vector<std::vector<ChunkUse>> uses(tasks.size());
-  {
-    std::vector<plan::ChunkAccess> chunks;
-    std::vector<TaskId> ids(tasks.size());
-    for (std::size_t i = 0; i < tasks.size(); ++i) {
-      ids[i] = tasks[i].id;
-      if (runs_inline(tasks[i])) continue;
-      chunks.clear();
-      tasks[i].chunk_uses(chunks);
-      for (const plan::ChunkAccess& c : chunks)
-        uses[i].push_back(ChunkUse{c.chunk, c.write, c.discard});
-    }
-    memory_.announce(ids, uses);  // one lock for the batch
-  }
   std::unique_lock<AdaptiveMutex> lock(mutex_);
-  std::vector<decltype(pending_)::node_type> finished;
-  finished.swap(finished_);
+  recycle_finished();
   // All of the batch first: a task may depend on one that comes later in the batch.
-  std::vector<Node*> nodes;
-  nodes.reserve(tasks.size());
-  for (std::size_t i = 0; i < tasks.size(); ++i) {
-    Task& t = tasks[i];
-    auto [it, inserted] = pending_.try_emplace(t.id);
-    if (!inserted) throw Error(fmt::format("internal error: task {} submitted twice", t.id));
-    it->second.task = std::move(t);
-    it->second.uses = std::move(uses[i]);
-    nodes.push_back(&it->second);
-    max_submitted_ = std::max(max_submitted_, it->first);
+  Scratch<std::vector<Node*>> nodes;
+  for (Task& t : tasks) {
+    nodes->push_back(&add_node(std::move(t)));
+    max_submitted_ = std::max(max_submitted_, nodes->back()->task.id);
   }
-  for (Node* node : nodes) {
-    TaskId id = node->task.id;
-    // What it awaits from elsewhere is one more thing to wait for, unless it came first.
-    std::exception_ptr came;
-    if (hooks_ && is_transfer(node->task) && hooks_->awaits(node->task, came)) {
-      ++node->missing;
-      ++node->unordered;
-    } else if (came) {
-      node->error = came;
-    }
-    for (TaskId dep : node->task.deps) {
-      auto p = pending_.find(dep);
-      if (p != pending_.end() && dep != id) {
-        ++node->missing;
-        if (!ordered_on_device(p->second, *node)) ++node->unordered;
-        p->second.successors.push_back(id);
-      } else if (!failed_.empty()) {
-        auto f = failed_.find(dep);
-        if (f != failed_.end() && !node->error) node->error = f->second;
-      }
-    }
-  }
+  announce(*nodes);
+  for (Node* node : *nodes) count_dependencies(*node);
   // Tasks ready at once are dispatched by the submitting thread: one hand-off fewer. So
   // are those whose unfinished dependencies are all queued on their device already.
-  std::deque<Node*> work;
-  for (Node* node : nodes)
+  Scratch<std::deque<Node*>> work;
+  for (Node* node : *nodes)
     if (node->missing == 0 || releasable(*node)) {
       node->queued = true;
-      work.push_back(node);
+      work->push_back(node);
     }
   lock.unlock();
-  if (!work.empty()) process(work, -1);
+  if (!work->empty()) process(*work, -1);
+}
+
+// Under the lock: a node for `t`, from those of finished tasks where one is left (its
+// vectors keep their memory), with the chunks it will use.
+Worker::Node& Worker::add_node(Task&& t) {
+  const TaskId id = t.id;
+  Node* node = nullptr;
+  if (spare_nodes_.empty()) {
+    auto [it, inserted] = pending_.try_emplace(id);
+    if (!inserted) throw Error(fmt::format("internal error: task {} submitted twice", id));
+    node = &it->second;
+  } else {
+    auto handle = std::move(spare_nodes_.back());
+    spare_nodes_.pop_back();
+    handle.key() = id;
+    auto r = pending_.insert(std::move(handle));
+    if (!r.inserted) throw Error(fmt::format("internal error: task {} submitted twice", id));
+    node = &r.position->second;
+  }
+  node->task = std::move(t);
+  if (!runs_inline(node->task)) {
+    Scratch<std::vector<plan::ChunkAccess>> chunks;
+    node->task.chunk_uses(*chunks);
+    for (const plan::ChunkAccess& c : *chunks)
+      node->uses.push_back(ChunkUse{c.chunk, c.write, c.discard});
+  }
+  return *node;
+}
+
+// The chunks each device task will use, announced to the memory manager before anything
+// can run, so that eviction knows what the queued tasks need next. Under the lock.
+void Worker::announce(const std::vector<Node*>& nodes) {
+  if (!memory_.tracking()) return;
+  Scratch<std::vector<MemoryManager::Announced>> uses;
+  for (const Node* node : nodes)
+    if (!node->uses.empty()) uses->push_back({node->task.id, &node->uses});
+  memory_.announce(*uses);  // one lock for the batch
+}
+
+// Under the lock: what `node` waits for (its unfinished dependencies, and what it awaits
+// from elsewhere), and the error of a dependency that failed already.
+void Worker::count_dependencies(Node& node) {
+  const TaskId id = node.task.id;
+  // What it awaits from elsewhere is one more thing to wait for, unless it came first.
+  std::exception_ptr came;
+  if (hooks_ && is_transfer(node.task) && hooks_->awaits(node.task, came)) {
+    ++node.missing;
+    ++node.unordered;
+  } else if (came) {
+    node.error = came;
+  }
+  for (TaskId dep : node.task.deps) {
+    auto p = pending_.find(dep);
+    if (p != pending_.end() && dep != id) {
+      ++node.missing;
+      if (!ordered_on_device(p->second, node)) ++node.unordered;
+      p->second.successors.push_back(id);
+    } else if (!failed_.empty()) {
+      auto f = failed_.find(dep);
+      if (f != failed_.end() && !node.error) node.error = f->second;
+    }
+  }
+}
+
+// Under the lock: finished tasks' nodes become spares for the next (their tasks are freed
+// here, on the thread that allocated them: a free from another thread costs the
+// allocator's arena lock and cache lines on every task).
+void Worker::recycle_finished() {
+  constexpr std::size_t kSpares = 1024;
+  for (auto& handle : finished_) {
+    if (spare_nodes_.size() >= kSpares) break;
+    handle.mapped().reset();
+    spare_nodes_.push_back(std::move(handle));
+  }
+  finished_.clear();
+}
+
+void Worker::Node::reset() {
+  auto kept_successors = std::move(successors);
+  auto kept_uses = std::move(uses);
+  auto kept_batch = std::move(batch);
+  kept_successors.clear();
+  kept_uses.clear();
+  kept_batch.clear();
+  *this = Node{};
+  successors = std::move(kept_successors);
+  uses = std::move(kept_uses);
+  batch = std::move(kept_batch);
 }
 
 bool Worker::is_done(TaskId id) const {
@@ -193,7 +247,7 @@ void Worker::drop_finished(std::vector<TaskId>& ids) const {
 
 void Worker::wait(TaskId id) {
   std::unique_lock<AdaptiveMutex> lock(mutex_);
-  finished_.clear();
+  recycle_finished();
   if (auto p = pending_.find(id); p != pending_.end() && soon_done_on_device(p->second))
     watch_for(id, lock);
   if (pending_.count(id)) {
@@ -235,7 +289,7 @@ void Worker::wait_all() {
   ++waiting_all_;
   wake_waiters_.wait(lock, [&] { return pending_.empty(); });
   --waiting_all_;
-  finished_.clear();
+  recycle_finished();
   if (unreported_) {
     auto e = unreported_;
     unreported_ = nullptr;
@@ -274,7 +328,8 @@ void Worker::scheduler_loop() {
 // hand-off.
 void Worker::process(std::deque<Node*>& work, int here) {
   std::unique_lock<AdaptiveMutex> lock(mutex_);
-  std::vector<Node*> batch;  // staged kernels of one launch, for one submission
+  Scratch<std::vector<Node*>> staged_batch;  // staged kernels of one launch, one submission
+  std::vector<Node*>& batch = *staged_batch;
   while (!work.empty() || !batch.empty()) {
     // Launching a batch may release more work.
     if (!batch.empty() && (work.empty() || !joins(*batch.front(), *work.front(), batch.size())))
@@ -455,14 +510,15 @@ void Worker::run_here(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::de
 void Worker::launch(Node* node, std::deque<Node*>& work) {
   const Task& t = node->task;
   const int dev = t.device;
-  std::vector<backend::Device::Ticket> after;
-  tickets_after(*node, after);
+  Scratch<std::vector<backend::Device::Ticket>> after;
+  tickets_after(*node, *after);
   node->launched = true;
+  // Closures of two pointers: std::function keeps them without allocating.
   node->ticket = devices_[dev]->submit_on(
       queue_of(t), [this, node] { run_task(node); },
-      [this, node, dev](std::exception_ptr e) { ran_on_device(node, dev, e); }, after);
+      [this, node](std::exception_ptr e) { ran_on_device(node, node->task.device, e); }, *after);
   if (devices_[dev]->asynchronous()) ++stats_.tasks_submitted;
-  if (!after.empty()) ++stats_.tasks_released_early;
+  if (!after->empty()) ++stats_.tasks_released_early;
   release_ordered(*node, work);
 }
 
@@ -485,14 +541,6 @@ void Worker::release_ordered(const Node& node, std::deque<Node*>& work) {
     }
   }
 }
-
-// Kernels of one launch on one GPU go as one submission (one kernel launch over all their
-// superblocks, where the backend can): up to this many, of at most so many blocks each.
-// Only small ones: a launch costs them as much as they run, while large ones run slower as
-// parts of one launch than on their own (on an H200, HotSpot and Black-Scholes at 1.6 GB:
-// 72% and 29% over plain CUDA batched, 7% and 5% not).
-constexpr std::size_t kMaxBatch = 8;
-constexpr int64_t kMaxBatchBlocks = 2048;
 
 bool Worker::batchable(const Node& node) const {
   const auto* ex = std::get_if<plan::Execute>(&node.task.payload);
@@ -519,28 +567,34 @@ void Worker::launch_batch(std::vector<Node*>& batch, std::deque<Node*>& work) {
     batch.clear();
     return;
   }
-  const int dev = batch[0]->task.device;
-  std::vector<backend::Device::Ticket> after;
-  for (Node* node : batch) tickets_after(*node, after);
+  Node* first = batch[0];
+  const int dev = first->task.device;
+  Scratch<std::vector<backend::Device::Ticket>> after;
+  for (Node* node : batch) tickets_after(*node, *after);
   for (Node* node : batch) node->launched = true;
-  auto nodes = std::make_shared<std::vector<Node*>>(std::move(batch));
+  first->batch.assign(batch.begin(), batch.end());  // lives as long as the batch's tasks
   batch.clear();
   const backend::Device::Ticket ticket = devices_[dev]->submit_on(
-      backend::Device::Queue::compute, [this, nodes] { run_batch(*nodes); },
-      [this, nodes, dev](std::exception_ptr e) {
-        // Kernels only: no transfer hooks hold them after they ran.
-        callbacks_.fetch_add(1, std::memory_order_relaxed);
-        complete_all(nodes->data(), nodes->size(), e, dev);
-        callbacks_.fetch_sub(1, std::memory_order_release);
-      },
-      after);
-  stats_.tasks_submitted += nodes->size();
-  stats_.tasks_batched += nodes->size();
-  for (Node* node : *nodes) {
+      backend::Device::Queue::compute, [this, first] { run_batch(first->batch); },
+      [this, first](std::exception_ptr e) { batch_ran(first, e); }, *after);
+  stats_.tasks_submitted += first->batch.size();
+  stats_.tasks_batched += first->batch.size();
+  for (Node* node : first->batch) {
     node->ticket = ticket;
     if (node->missing > 0) ++stats_.tasks_released_early;
     release_ordered(*node, work);
   }
+}
+
+// The device's report that a batch has run. Kernels only: no transfer hooks hold them.
+void Worker::batch_ran(Node* first, std::exception_ptr error) {
+  callbacks_.fetch_add(1, std::memory_order_relaxed);
+  // Copied out: finishing the first task lets its node go.
+  Node* nodes[kMaxBatch];
+  const std::size_t n = first->batch.size();
+  std::copy(first->batch.begin(), first->batch.end(), nodes);
+  complete_all(nodes, n, error, first->task.device);
+  callbacks_.fetch_sub(1, std::memory_order_release);
 }
 
 bool Worker::after_run(Node* node, std::exception_ptr& error) {
@@ -572,9 +626,12 @@ void Worker::complete(Node* node, std::exception_ptr error, int dev) {
 // Tasks that ran as one work (a batch), completed as one: one lock of the worker for all.
 void Worker::complete_all(Node* const* nodes, std::size_t n, const std::exception_ptr& error,
                           int dev) {
-  std::vector<std::exception_ptr> errors(n, error);
-  for (std::size_t k = 0; k < n; ++k) unstage_chunks(nodes[k], errors[k]);
-  std::deque<Node*> next;
+  std::exception_ptr errors[kMaxBatch];
+  for (std::size_t k = 0; k < n; ++k) {
+    errors[k] = error;
+    unstage_chunks(nodes[k], errors[k]);
+  }
+  Scratch<std::deque<Node*>> next;
   {
     std::lock_guard<AdaptiveMutex> lock(mutex_);
     for (std::size_t k = 0; k < n; ++k) {
@@ -585,12 +642,12 @@ void Worker::complete_all(Node* const* nodes, std::size_t n, const std::exceptio
         nodes[k]->ran = true;
         nodes[k]->run_error = errors[k];
       } else {
-        finish(nodes[k], errors[k], next);
+        finish(nodes[k], errors[k], *next);
       }
     }
-    if (next.empty() && progress_ && !blocked_.empty()) wake_scheduler_.notify_one();
+    if (next->empty() && progress_ && !blocked_.empty()) wake_scheduler_.notify_one();
   }
-  if (!next.empty()) process(next, dev);
+  if (!next->empty()) process(*next, dev);
 }
 
 // A staged task's work once more (a Send that sends its bytes after all, a Recv that got
@@ -774,10 +831,11 @@ bool Worker::releasable(const Node& node) const {
 // releasable). A successor that ran to its end before this task was reported done is
 // finished here too, and so on down the chain.
 void Worker::finish(Node* first, std::exception_ptr first_error, std::deque<Node*>& ready) {
-  std::vector<std::pair<Node*, std::exception_ptr>> todo{{first, first_error}};
-  while (!todo.empty()) {
-    auto [node, error] = todo.back();
-    todo.pop_back();
+  Scratch<std::vector<std::pair<Node*, std::exception_ptr>>> todo;
+  todo->emplace_back(first, first_error);
+  while (!todo->empty()) {
+    auto [node, error] = todo->back();
+    todo->pop_back();
     TaskId id = node->task.id;
     // A barrier after a failure reports the failure it inherited; so does a task released
     // early whose dependency failed after it was queued (it ran on the failed one's output).
@@ -804,7 +862,7 @@ void Worker::finish(Node* first, std::exception_ptr first_error, std::deque<Node
       if (!ordered_on_device(*node, succ)) --succ.unordered;
       if (--succ.missing == 0) {
         if (succ.ran) {
-          todo.emplace_back(&succ, succ.run_error);
+          todo->emplace_back(&succ, succ.run_error);
         } else if (!succ.queued && !succ.launched) {
           succ.queued = true;
           ready.push_back(&succ);

@@ -135,7 +135,13 @@ class Worker {
     std::exception_ptr run_error;  // what the device reported then
     backend::Device::Ticket ticket = 0;  // the device's name for it, once launched
     bool held = false;  // may be held after it ran (TransferHooks): nothing is queued behind it
+    std::vector<Node*> batch;  // the first of a batch: all of its kernels (launch_batch)
+    void reset();              // as new, keeping its vectors' memory
   };
+  Node& add_node(plan::Task&& t);
+  void announce(const std::vector<Node*>& nodes);
+  void count_dependencies(Node& node);
+  void recycle_finished();
   // After a task ran on its device: false when the transfer hooks hold it.
   bool after_run(Node* node, std::exception_ptr& error);
   void complete(Node* node, std::exception_ptr error, int dev);  // unstage and finish
@@ -165,6 +171,7 @@ class Worker {
   bool joins(const Node& first, const Node& next, std::size_t size) const;
   void launch_batch(std::vector<Node*>& batch, std::deque<Node*>& work);
   void run_batch(const std::vector<Node*>& nodes);  // on the device, as one work
+  void batch_ran(Node* first, std::exception_ptr error);
   void chunk_data(const plan::Execute& ex, void** out) const;
   void run_task(Node* node);     // on an executor thread, reported to the observer
   void run_payload(Node* node);  // does the task's work
@@ -185,7 +192,9 @@ class Worker {
   std::condition_variable_any wake_scheduler_, wake_waiters_;
   std::unordered_map<plan::TaskId, Node> pending_;
   std::unordered_map<plan::TaskId, std::exception_ptr> failed_;
-  std::vector<std::unordered_map<plan::TaskId, Node>::node_type> finished_;  // freed by submit
+  using NodeHandle = std::unordered_map<plan::TaskId, Node>::node_type;
+  std::vector<NodeHandle> finished_;     // recycled by submit and wait
+  std::vector<NodeHandle> spare_nodes_;  // for the next tasks
   std::deque<Node*> ready_;
   std::deque<Node*> blocked_;  // ready, but could not be staged yet
   std::vector<std::size_t> staged_bytes_;
