@@ -333,7 +333,7 @@ void Worker::process(std::deque<Node*>& work, int here) {
   while (!work.empty() || !batch.empty()) {
     // Launching a batch may release more work.
     if (!batch.empty() && (work.empty() || !joins(*batch.front(), *work.front(), batch.size())))
-      launch_batch(batch, work);
+      launch_batch(batch, lock, work);
     if (work.empty()) continue;
     Node* node = work.front();
     work.pop_front();
@@ -363,7 +363,7 @@ void Worker::process(std::deque<Node*>& work, int here) {
     else if (batchable(*node))
       batch.push_back(node);
     else
-      launch(node, work);
+      launch(node, lock, work);
   }
   if (progress_ && !blocked_.empty()) wake_scheduler_.notify_one();
   if (short_of_memory_ && hooks_) {
@@ -441,7 +441,7 @@ Worker::Staged Worker::admit_and_stage(Node* node, std::unique_lock<AdaptiveMute
   }
   if (!staged && !error) {
     // Staging may wait for the tasks staged ahead to finish: those of a batch go first.
-    if (!batch.empty()) launch_batch(batch, work);
+    if (!batch.empty()) launch_batch(batch, lock, work);
     lock.unlock();
     try {
       staged = memory_.try_stage(node->uses, ahead);
@@ -507,19 +507,58 @@ void Worker::run_here(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::de
 // before: it orders this work after them itself (stream waits on a GPU), without a round
 // trip through the host; successors on this device whose other dependencies are queued
 // there too can go now.
-void Worker::launch(Node* node, std::deque<Node*>& work) {
+void Worker::launch(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::deque<Node*>& work) {
   const Task& t = node->task;
   const int dev = t.device;
   Scratch<std::vector<backend::Device::Ticket>> after;
   tickets_after(*node, *after);
-  node->launched = true;
   // Closures of two pointers: std::function keeps them without allocating.
-  node->ticket = devices_[dev]->submit_on(
-      queue_of(t), [this, node] { run_task(node); },
-      [this, node](std::exception_ptr e) { ran_on_device(node, node->task.device, e); }, *after);
+  const backend::Device::Ticket ticket = submit_unlocked(&node, 1, lock, [&] {
+    return devices_[dev]->submit_on(
+        queue_of(t), [this, node] { run_task(node); },
+        [this, node](std::exception_ptr e) { ran_on_device(node, node->task.device, e); }, *after);
+  });
   if (devices_[dev]->asynchronous()) ++stats_.tasks_submitted;
   if (!after->empty()) ++stats_.tasks_released_early;
+  launched(node, ticket, work);
+}
+
+// Hands work to an asynchronous device (a GPU) without the worker's lock: a kernel launch
+// takes microseconds, and its completion thread needs the lock meanwhile. A completion that
+// comes first is left for launched() to report (Node::submitting). A synchronous device's
+// submit only queues the work: the lock is kept.
+template <class Submit>
+backend::Device::Ticket Worker::submit_unlocked(Node* const* nodes, std::size_t n,
+                                                std::unique_lock<AdaptiveMutex>& lock,
+                                                Submit&& submit) {
+  if (!devices_[nodes[0]->task.device]->asynchronous()) return submit();
+  for (std::size_t k = 0; k < n; ++k) nodes[k]->submitting = true;
+  lock.unlock();
+  backend::Device::Ticket ticket = 0;
+  std::exception_ptr error;
+  try {
+    ticket = submit();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  lock.lock();
+  for (std::size_t k = 0; k < n; ++k) nodes[k]->submitting = false;
+  if (error) std::rethrow_exception(error);
+  return ticket;
+}
+
+// Under the lock, once the device has a task: successors ordered behind it can go, and a
+// completion reported while it was being submitted is taken up now.
+void Worker::launched(Node* node, backend::Device::Ticket ticket, std::deque<Node*>& work) {
+  node->launched = true;
+  node->ticket = ticket;
   release_ordered(*node, work);
+  if (!node->reported) return;
+  node->reported = false;
+  if (node->missing > 0)
+    node->ran = true;  // reported after its dependencies (complete_all)
+  else
+    finish(node, node->run_error, work);
 }
 
 // The tickets of a task's dependencies still queued on its device (a task released early).
@@ -561,28 +600,34 @@ bool Worker::joins(const Node& first, const Node& next, std::size_t size) const 
 }
 
 // Submits staged kernels as one work on their device (see launch for one task).
-void Worker::launch_batch(std::vector<Node*>& batch, std::deque<Node*>& work) {
+void Worker::launch_batch(std::vector<Node*>& batch, std::unique_lock<AdaptiveMutex>& lock,
+                          std::deque<Node*>& work) {
   if (batch.size() == 1) {
-    launch(batch[0], work);
+    Node* node = batch[0];
     batch.clear();
+    launch(node, lock, work);
     return;
   }
   Node* first = batch[0];
   const int dev = first->task.device;
   Scratch<std::vector<backend::Device::Ticket>> after;
   for (Node* node : batch) tickets_after(*node, *after);
-  for (Node* node : batch) node->launched = true;
   first->batch.assign(batch.begin(), batch.end());  // lives as long as the batch's tasks
   batch.clear();
-  const backend::Device::Ticket ticket = devices_[dev]->submit_on(
-      backend::Device::Queue::compute, [this, first] { run_batch(first->batch); },
-      [this, first](std::exception_ptr e) { batch_ran(first, e); }, *after);
-  stats_.tasks_submitted += first->batch.size();
-  stats_.tasks_batched += first->batch.size();
-  for (Node* node : first->batch) {
-    node->ticket = ticket;
-    if (node->missing > 0) ++stats_.tasks_released_early;
-    release_ordered(*node, work);
+  // Copied out: the first node may finish before the others are taken up.
+  Node* nodes[kMaxBatch];
+  const std::size_t n = first->batch.size();
+  std::copy(first->batch.begin(), first->batch.end(), nodes);
+  const backend::Device::Ticket ticket = submit_unlocked(nodes, n, lock, [&] {
+    return devices_[dev]->submit_on(
+        backend::Device::Queue::compute, [this, first] { run_batch(first->batch); },
+        [this, first](std::exception_ptr e) { batch_ran(first, e); }, *after);
+  });
+  stats_.tasks_submitted += n;
+  stats_.tasks_batched += n;
+  for (std::size_t k = 0; k < n; ++k) {
+    if (nodes[k]->missing > 0) ++stats_.tasks_released_early;
+    launched(nodes[k], ticket, work);
   }
 }
 
@@ -636,7 +681,11 @@ void Worker::complete_all(Node* const* nodes, std::size_t n, const std::exceptio
     std::lock_guard<AdaptiveMutex> lock(mutex_);
     for (std::size_t k = 0; k < n; ++k) {
       count_unstaged(*nodes[k]);
-      if (nodes[k]->missing > 0) {
+      if (nodes[k]->submitting) {
+        // Its launch has not taken the lock back yet: launched() reports it.
+        nodes[k]->reported = true;
+        nodes[k]->run_error = errors[k];
+      } else if (nodes[k]->missing > 0) {
         // Done on the device before a dependency was reported done: it is reported after
         // that one (and fails with it).
         nodes[k]->ran = true;

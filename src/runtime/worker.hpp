@@ -135,6 +135,8 @@ class Worker {
     std::exception_ptr run_error;  // what the device reported then
     backend::Device::Ticket ticket = 0;  // the device's name for it, once launched
     bool held = false;  // may be held after it ran (TransferHooks): nothing is queued behind it
+    bool submitting = false;   // being handed to its device without the lock (submit_unlocked)
+    bool reported = false;     // ... and reported done meanwhile (with run_error)
     std::vector<Node*> batch;  // the first of a batch: all of its kernels (launch_batch)
     void reset();              // as new, keeping its vectors' memory
   };
@@ -164,12 +166,17 @@ class Worker {
   void fail_unstaged(Node* node, const std::exception_ptr& error, std::deque<Node*>& work);
   void mark_held(Node& node);
   void run_here(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::deque<Node*>& work);
-  void launch(Node* node, std::deque<Node*>& work);
+  void launch(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::deque<Node*>& work);
+  template <class Submit>
+  backend::Device::Ticket submit_unlocked(Node* const* nodes, std::size_t n,
+                                          std::unique_lock<AdaptiveMutex>& lock, Submit&& submit);
+  void launched(Node* node, backend::Device::Ticket ticket, std::deque<Node*>& work);
   void tickets_after(const Node& node, std::vector<backend::Device::Ticket>& after) const;
   void release_ordered(const Node& node, std::deque<Node*>& work);
   bool batchable(const Node& node) const;
   bool joins(const Node& first, const Node& next, std::size_t size) const;
-  void launch_batch(std::vector<Node*>& batch, std::deque<Node*>& work);
+  void launch_batch(std::vector<Node*>& batch, std::unique_lock<AdaptiveMutex>& lock,
+                    std::deque<Node*>& work);
   void run_batch(const std::vector<Node*>& nodes);  // on the device, as one work
   void batch_ran(Node* first, std::exception_ptr error);
   void chunk_data(const plan::Execute& ex, void** out) const;

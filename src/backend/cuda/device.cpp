@@ -300,7 +300,7 @@ Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
       GRIDSPAN_CHECK_CU(api_.cuEventRecord(event, lane.stream), name_);
       std::lock_guard tickets(tickets_mutex_);
       ticket = ++last_ticket_;
-      in_flight_.emplace(ticket, InFlight{event.get(), index});
+      add_in_flight(ticket, InFlight{event.get(), index});
     } catch (...) {
       if (event) give_event(std::move(event));
       event = Event();
@@ -309,9 +309,7 @@ Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
   }
   {
     std::lock_guard lock(lane.mutex);
-    lane.queue.push_back(
-        Pending{std::move(event), ticket, std::move(done), error, std::move(label)});
-    lane.queued.store(lane.queue.size(), std::memory_order_release);
+    push_pending(lane, Pending{std::move(event), ticket, std::move(done), error, std::move(label)});
   }
   lane.cv.notify_one();
   return ticket;
@@ -327,12 +325,43 @@ CudaDevice::Pending CudaDevice::next_pending(Lane& lane) {
          std::chrono::steady_clock::now() < until)
     std::this_thread::yield();
   std::unique_lock lock(lane.mutex);
-  lane.cv.wait(lock, [&] { return lane.stop || !lane.queue.empty(); });
-  if (lane.queue.empty()) return Pending{};  // stopping, and everything reported
-  Pending p = std::move(lane.queue.front());
-  lane.queue.pop_front();
-  lane.queued.store(lane.queue.size(), std::memory_order_release);
+  lane.cv.wait(lock, [&] { return lane.stop || lane.head < lane.queue.size(); });
+  if (lane.head == lane.queue.size()) return Pending{};  // stopping, and everything reported
+  Pending p = std::move(lane.queue[lane.head++]);
+  if (lane.head == lane.queue.size()) {
+    lane.queue.clear();
+    lane.head = 0;
+  }
+  lane.queued.store(lane.queue.size() - lane.head, std::memory_order_release);
   return p;
+}
+
+void CudaDevice::push_pending(Lane& lane, Pending p) {
+  // A lane that never runs dry drops its reported works now and then.
+  if (lane.head > 64 && lane.head * 2 > lane.queue.size()) {
+    lane.queue.erase(lane.queue.begin(),
+                     lane.queue.begin() + static_cast<std::ptrdiff_t>(lane.head));
+    lane.head = 0;
+  }
+  lane.queue.push_back(std::move(p));
+  lane.queued.store(lane.queue.size() - lane.head, std::memory_order_release);
+}
+
+void CudaDevice::add_in_flight(Ticket ticket, InFlight flight) {
+  if (spare_flights_.empty()) {
+    in_flight_.emplace(ticket, flight);
+    return;
+  }
+  auto node = std::move(spare_flights_.back());
+  spare_flights_.pop_back();
+  node.key() = ticket;
+  node.mapped() = flight;
+  in_flight_.insert(std::move(node));
+}
+
+void CudaDevice::drop_in_flight(Ticket ticket) {
+  auto node = in_flight_.extract(ticket);
+  if (node && spare_flights_.size() < 256) spare_flights_.push_back(std::move(node));
 }
 
 void CudaDevice::completion_loop(Lane& lane) {
@@ -344,7 +373,7 @@ void CudaDevice::completion_loop(Lane& lane) {
       CUresult r = api_.cuEventSynchronize(p.event);
       {
         std::lock_guard tickets(tickets_mutex_);
-        in_flight_.erase(p.ticket);
+        drop_in_flight(p.ticket);
       }
       give_event(std::move(p.event));
       if (r != CUDA_SUCCESS && !p.error) {

@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -92,13 +91,17 @@ class CudaDevice final : public Device {
     std::mutex submit_mutex;  // one work queues at a time, so labels and events pair up
     std::mutex mutex;
     std::condition_variable cv;
-    std::deque<Pending> queue;
-    std::atomic<std::size_t> queued{0};  // queue.size(), read without the mutex
+    // Works to report, from `head` on: a vector that keeps its memory (no allocation per
+    // work on the launching thread, no free on the completion thread).
+    std::vector<Pending> queue;
+    std::size_t head = 0;
+    std::atomic<std::size_t> queued{0};  // works to report, read without the mutex
     bool stop = false;
     std::thread thread;
   };
   void completion_loop(Lane& lane);
   Pending next_pending(Lane& lane);
+  static void push_pending(Lane& lane, Pending p);                      // under the lane's mutex
   std::size_t lane_for(Queue queue, const std::vector<Ticket>& after);  // index in lanes_
   Event take_event();
   void give_event(Event e);
@@ -133,6 +136,9 @@ class CudaDevice final : public Device {
     std::size_t lane;  // index in lanes_
   };
   std::unordered_map<Ticket, InFlight> in_flight_;
+  std::vector<std::unordered_map<Ticket, InFlight>::node_type> spare_flights_;  // reused
+  void add_in_flight(Ticket ticket, InFlight flight);  // under tickets_mutex_
+  void drop_in_flight(Ticket ticket);                  // under tickets_mutex_
   Ticket last_ticket_ = 0;
   Module builtins_;
   CUfunction copy_[5] = {}, fill_[5] = {};  // by element size 1, 2, 4, 8, 16
