@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "core/log.hpp"
+#include "core/thread_name.hpp"
 #endif
 
 namespace gridspan::net {
@@ -113,7 +114,10 @@ class MpiTransport final : public Transport {
       std::erase(node_peers_, MPI_UNDEFINED);
       MPI_Comm_free(&node);
     }
-    progress_ = std::thread([this] { progress_loop(); });
+    progress_ = std::thread([this] {
+      name_this_thread("gs-mpi");
+      progress_loop();
+    });
   }
 
   ~MpiTransport() override {

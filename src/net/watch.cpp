@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/log.hpp"
+#include "core/thread_name.hpp"
 #include "gridspan/core/error.hpp"
 #include "net/transport.hpp"
 
@@ -36,7 +37,11 @@ class WatchedTransport final : public Transport {
       }
     period_ =
         std::clamp(timeout_ / 6, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
-    if (!heard_.empty()) beater_ = std::thread([this] { beat(); });
+    if (!heard_.empty())
+      beater_ = std::thread([this] {
+        name_this_thread("gs-heartbeat");
+        beat();
+      });
   }
 
   ~WatchedTransport() override {

@@ -885,15 +885,23 @@ bool MemoryManager::try_stage_resident(const std::vector<ChunkUse>& uses) {
 }
 
 void* MemoryManager::data(ChunkId chunk) const {
+  void* p = nullptr;
+  data(&chunk, 1, &p);
+  return p;
+}
+
+void MemoryManager::data(const ChunkId* chunks, std::size_t n, void** out) const {
   std::lock_guard lock(impl_->staged_mutex);
-  auto it = impl_->staged.find(chunk);
-  if (it == impl_->staged.end() || !it->second.staged) {
-    throw Error(
-        fmt::format("data() of chunk {}, which is not staged; a task may use a "
-                    "chunk's memory only between try_stage and unstage",
-                    chunk));
+  for (std::size_t i = 0; i < n; ++i) {
+    auto it = impl_->staged.find(chunks[i]);
+    if (it == impl_->staged.end() || !it->second.staged) {
+      throw Error(
+          fmt::format("data() of chunk {}, which is not staged; a task may use a "
+                      "chunk's memory only between try_stage and unstage",
+                      chunks[i]));
+    }
+    out[i] = it->second.data;
   }
-  return it->second.data;
 }
 
 std::size_t MemoryManager::bytes(ChunkId chunk) const {
@@ -906,6 +914,13 @@ std::size_t MemoryManager::bytes(ChunkId chunk) const {
   return impl_->find(chunk).bytes;
 }
 
+std::size_t MemoryManager::bytes(const std::vector<ChunkUse>& uses) const {
+  std::lock_guard lock(impl_->mutex);
+  std::size_t total = 0;
+  for (const ChunkUse& use : uses) total += impl_->find(use.chunk).bytes;
+  return total;
+}
+
 void MemoryManager::unstage(const std::vector<ChunkUse>& uses) {
   std::lock_guard lock(impl_->mutex);
   impl_->unstage(uses);
@@ -915,6 +930,15 @@ void MemoryManager::unstage_and_retire(uint64_t task, const std::vector<ChunkUse
   std::lock_guard lock(impl_->mutex);
   if (impl_->tracking.load(std::memory_order_relaxed)) impl_->retire(task, uses);
   impl_->unstage(uses);
+}
+
+void MemoryManager::unstage_and_retire(const std::vector<Announced>& tasks) {
+  std::lock_guard lock(impl_->mutex);
+  const bool tracking = impl_->tracking.load(std::memory_order_relaxed);
+  for (const Announced& t : tasks) {
+    if (tracking) impl_->retire(t.task, *t.uses);
+    impl_->unstage(*t.uses);
+  }
 }
 
 std::size_t MemoryManager::pinned_bytes(int device) const {

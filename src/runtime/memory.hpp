@@ -74,11 +74,22 @@ class MemoryManager {
   bool try_stage_resident(const std::vector<ChunkUse>& uses);
   /// Device pointer of a staged chunk.
   void* data(ChunkId chunk) const;
+  /// out[i] = data(chunks[i]) for each, under one lock.
+  void data(const ChunkId* chunks, std::size_t n, void** out) const;
   std::size_t bytes(ChunkId chunk) const;
+  /// The bytes of every chunk `uses` names (a chunk named twice counts twice), one lock.
+  std::size_t bytes(const std::vector<ChunkUse>& uses) const;
   /// Unpins; chunks that were written lose their host and disk copies.
   void unstage(const std::vector<ChunkUse>& uses);
   /// retire(task, uses) and unstage(uses) under one lock (the end of every staged task).
   void unstage_and_retire(uint64_t task, const std::vector<ChunkUse>& uses);
+  /// A task and the chunks it uses, for the calls on many tasks at once.
+  struct Announced {
+    uint64_t task;
+    const std::vector<ChunkUse>* uses;
+  };
+  /// The same for several tasks (a batch that ran as one work), under one lock.
+  void unstage_and_retire(const std::vector<Announced>& tasks);
 
   /// Announces that queued task `task` (ids grow in submission order) will use these
   /// chunks, which need not exist yet. A full device keeps the chunks needed soonest:
@@ -88,10 +99,6 @@ class MemoryManager {
   /// limit (before that no device evicts, and the bookkeeping would only cost time).
   void announce(uint64_t task, const std::vector<ChunkUse>& uses);
   /// Many at once (one lock).
-  struct Announced {
-    uint64_t task;
-    const std::vector<ChunkUse>* uses;
-  };
   void announce(const std::vector<Announced>& tasks);
   /// Whether announcements are kept yet (announce ignores them until then).
   bool tracking() const;

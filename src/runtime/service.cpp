@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/log.hpp"
+#include "core/thread_name.hpp"
 #include "gridspan/core/error.hpp"
 #include "runtime/executable.hpp"
 
@@ -22,7 +23,10 @@ WorkerService::WorkerService(net::Transport& transport, Worker& worker, Transfer
       driver_(driver) {
   transfers_.connect(this);
   worker_.on_barrier([this](plan::TaskId id, std::exception_ptr e) { report(id, e); });
-  dispatcher_ = std::thread([this] { dispatch_loop(); });
+  dispatcher_ = std::thread([this] {
+    name_this_thread("gs-dispatch");
+    dispatch_loop();
+  });
 }
 
 WorkerService::~WorkerService() {

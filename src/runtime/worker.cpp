@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/scratch.hpp"
+#include "core/thread_name.hpp"
 #include "gridspan/core/error.hpp"
 #include "plan/planner.hpp"
 
@@ -107,7 +108,10 @@ Worker::Worker(std::vector<backend::Device*> devices, MemoryManager& memory,
   for (std::size_t d = 0; d < devices_.size(); ++d)
     if (staging_bytes == 0)
       staging_limit_[d] = std::max(std::size_t(256) << 20, devices_[d]->memory_capacity() / 4);
-  scheduler_ = std::thread([this] { scheduler_loop(); });
+  scheduler_ = std::thread([this] {
+    name_this_thread("gs-scheduler");
+    scheduler_loop();
+  });
 }
 
 Worker::~Worker() {
@@ -222,17 +226,21 @@ void Worker::recycle_finished() {
   finished_.clear();
 }
 
+// Every field but the task, which the next add_node replaces (freeing the old one once).
+// A field added to Node is reset here too.
 void Worker::Node::reset() {
-  auto kept_successors = std::move(successors);
-  auto kept_uses = std::move(uses);
-  auto kept_batch = std::move(batch);
-  kept_successors.clear();
-  kept_uses.clear();
-  kept_batch.clear();
-  *this = Node{};
-  successors = std::move(kept_successors);
-  uses = std::move(kept_uses);
-  batch = std::move(kept_batch);
+  missing = 0;
+  successors.clear();
+  error = nullptr;
+  staged_bytes = 0;
+  sized = false;
+  uses.clear();
+  unordered = 0;
+  queued = launched = ran = false;
+  run_error = nullptr;
+  ticket = 0;
+  held = submitting = reported = false;
+  batch.clear();
 }
 
 bool Worker::is_done(TaskId id) const {
@@ -405,7 +413,7 @@ std::exception_ptr Worker::size_of(Node* node) {
   std::exception_ptr error;
   std::size_t bytes = 0;
   try {
-    for (const ChunkUse& use : node->uses) bytes += memory_.bytes(use.chunk);
+    bytes = memory_.bytes(node->uses);
   } catch (const Error& e) {
     error = std::make_exception_ptr(
         Error(fmt::format("{} (task {} {} on device {})", e.what(), t.id, t.kind(), t.device)));
@@ -672,9 +680,18 @@ void Worker::complete(Node* node, std::exception_ptr error, int dev) {
 void Worker::complete_all(Node* const* nodes, std::size_t n, const std::exception_ptr& error,
                           int dev) {
   std::exception_ptr errors[kMaxBatch];
-  for (std::size_t k = 0; k < n; ++k) {
-    errors[k] = error;
-    unstage_chunks(nodes[k], errors[k]);
+  for (std::size_t k = 0; k < n; ++k) errors[k] = error;
+  if (n == 1) {
+    unstage_chunks(nodes[0], errors[0]);
+  } else {
+    Scratch<std::vector<MemoryManager::Announced>> uses;
+    for (std::size_t k = 0; k < n; ++k) uses->push_back({nodes[k]->task.id, &nodes[k]->uses});
+    try {
+      memory_.unstage_and_retire(*uses);  // one lock for the batch
+    } catch (...) {
+      for (std::size_t k = 0; k < n; ++k)
+        if (!errors[k]) errors[k] = std::current_exception();
+    }
   }
   Scratch<std::deque<Node*>> next;
   {
@@ -799,8 +816,22 @@ void Worker::run_task(Node* node) {
 
 // The memory of each parameter's chunk (null for scalars and untouched arrays).
 void Worker::chunk_data(const plan::Execute& ex, void** out) const {
-  for (std::size_t i = 0; i < ex.arrays.size(); ++i)
-    out[i] = ex.arrays[i].chunk.id ? memory_.data(ex.arrays[i].chunk.id) : nullptr;
+  const std::size_t n = ex.arrays.size();
+  ChunkId small[16];
+  void* found_small[16];
+  std::vector<ChunkId> heap;
+  std::vector<void*> found_heap;
+  ChunkId* ids = small;
+  void** found = found_small;
+  if (n > 16) {
+    heap.resize(n), found_heap.resize(n);
+    ids = heap.data(), found = found_heap.data();
+  }
+  std::size_t m = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (ex.arrays[i].chunk.id) ids[m++] = ex.arrays[i].chunk.id;
+  memory_.data(ids, m, found);  // one lock for all
+  for (std::size_t i = 0, k = 0; i < n; ++i) out[i] = ex.arrays[i].chunk.id ? found[k++] : nullptr;
 }
 
 // The kernels of a batch, run together by their executable (one GPU launch), each

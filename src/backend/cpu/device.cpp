@@ -16,6 +16,7 @@
 #include "backend/lent.hpp"
 #include "backend/regions.hpp"
 #include "core/log.hpp"
+#include "core/thread_name.hpp"
 #include "gridspan/core/error.hpp"
 
 namespace gridspan::backend::cpu {
@@ -40,7 +41,11 @@ void* aligned_bytes(std::size_t bytes, const std::string& space, std::size_t cap
 CpuDevice::CpuDevice(int index, std::size_t capacity, int threads)
     : index_(index), capacity_(capacity) {
   threads_.reserve(static_cast<std::size_t>(threads));
-  for (int t = 0; t < threads; ++t) threads_.emplace_back([this] { executor_loop(); });
+  for (int t = 0; t < threads; ++t)
+    threads_.emplace_back([this] {
+      name_this_thread("gs-cpu");
+      executor_loop();
+    });
 }
 
 CpuDevice::~CpuDevice() {
@@ -289,7 +294,11 @@ LaneDevice::LaneDevice(std::unique_ptr<Device> inner, bool discrete)
 }
 
 void LaneDevice::start() {
-  for (Lane& lane : lanes_) lane.thread = std::thread([this, &lane] { run(lane); });
+  for (Lane& lane : lanes_)
+    lane.thread = std::thread([this, &lane] {
+      name_this_thread("gs-cpu-lane");
+      run(lane);
+    });
 }
 
 LaneDevice::~LaneDevice() {

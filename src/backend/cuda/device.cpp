@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "core/log.hpp"
+#include "core/thread_name.hpp"
 #include "gridspan/core/error.hpp"
 
 namespace gridspan::backend::cuda {
@@ -120,7 +121,10 @@ CudaDevice::CudaDevice(const DriverApi& api, int index, int ordinal, std::size_t
   from_host_ = Stream(api_, name_);
   for (auto& lane : lanes_) {
     Lane* l = lane.get();
-    l->thread = std::thread([this, l] { completion_loop(*l); });
+    l->thread = std::thread([this, l] {
+      name_this_thread("gs-cuda-lane");
+      completion_loop(*l);
+    });
   }
 }
 
