@@ -36,6 +36,7 @@
 #include <fmt/format.h>
 
 #include "core/log.hpp"
+#include "core/mutex.hpp"
 #include "gridspan/core/error.hpp"
 #include "runtime/pool.hpp"
 #include "runtime/spill.hpp"
@@ -189,9 +190,11 @@ struct TaskChunks {
 struct MemoryManager::Impl {
   explicit Impl(std::string spill_dir) : spill(std::move(spill_dir)) {}
 
-  mutable std::mutex mutex;       // everything below, except `staged`
-  std::condition_variable moved;  // a transit ended, or a staging finished or failed
-  int transits = 0;               // copies and file I/O running without the mutex
+  // Both spin before they sleep: the launching thread and the completion threads take them
+  // for short stretches at once, and a sleep and wake-up costs more than the stretch.
+  mutable AdaptiveMutex mutex;        // everything below, except `staged`
+  std::condition_variable_any moved;  // a transit ended, or a staging finished or failed
+  int transits = 0;                   // copies and file I/O running without the mutex
   std::vector<std::unique_ptr<DeviceSpace>> devices;
   Usage host;
   std::list<Chunk*> host_lru;  // chunks with a host copy, least recently used first
@@ -206,7 +209,7 @@ struct MemoryManager::Impl {
 
   // Staged chunks for data() and bytes(), under their own mutex, which is never held
   // while copying: executors are not held up by a spill in progress. Taken after `mutex`.
-  mutable std::mutex staged_mutex;
+  mutable AdaptiveMutex staged_mutex;
   std::unordered_map<ChunkId, StagedChunk> staged;
   TaskChunks scratch;  // for a staging or unstaging that keeps the mutex throughout
 
@@ -371,7 +374,7 @@ struct MemoryManager::Impl {
   // `io` failed, `undo` and the error.
   // The move is reported to the observer as `kind` on `track` once it is committed.
   template <class Io, class Commit, class Undo>
-  void transit(std::unique_lock<std::mutex>& lock, Chunk& c, const char* kind, int track, Io io,
+  void transit(std::unique_lock<AdaptiveMutex>& lock, Chunk& c, const char* kind, int track, Io io,
                Commit commit, Undo undo) {
     const double start = observer ? observer_now_us() : 0;
     c.moving = true;
@@ -406,7 +409,7 @@ struct MemoryManager::Impl {
 
   // Waits for another thread's transit to end when nothing can be done before; `what`
   // names the space for the error when no transit could ever make room.
-  void wait_for_transit(std::unique_lock<std::mutex>& lock, const std::string& what) {
+  void wait_for_transit(std::unique_lock<AdaptiveMutex>& lock, const std::string& what) {
     if (transits == 0) {
       throw Error(fmt::format("gridspan bug: {} is over its limit with nothing to evict", what));
     }
@@ -432,7 +435,7 @@ struct MemoryManager::Impl {
 
   // One step towards `need` free bytes in the host space: frees one host copy, writing it
   // to disk first (without the mutex) when it is the chunk's only copy, or waits.
-  void free_host_step(std::unique_lock<std::mutex>& lock, std::size_t need,
+  void free_host_step(std::unique_lock<AdaptiveMutex>& lock, std::size_t need,
                       const TaskChunks* task) {
     if (need > host.limit) {
       throw OutOfMemoryError("host", need, host.used, host.limit,
@@ -487,7 +490,7 @@ struct MemoryManager::Impl {
   // One step towards room on device `d`: moves the chunk device_victim picks off it, to the host
   // unless a valid host copy is there already or the chunk is safe on disk and the host space would
   // have to evict to take it.
-  void free_device_step(std::unique_lock<std::mutex>& lock, DeviceSpace& d,
+  void free_device_step(std::unique_lock<AdaptiveMutex>& lock, DeviceSpace& d,
                         const TaskChunks& task) {
     Chunk* victim = device_victim(d, task);
     if (!victim) return wait_for_transit(lock, d.device->name());
@@ -523,7 +526,7 @@ struct MemoryManager::Impl {
 
   // One step towards making `c` resident on its device: room on the device, a disk read
   // into the host (room there first), or the copy to the device.
-  void bring_back_step(std::unique_lock<std::mutex>& lock, Chunk& c, const TaskChunks& task) {
+  void bring_back_step(std::unique_lock<AdaptiveMutex>& lock, Chunk& c, const TaskChunks& task) {
     DeviceSpace& d = *devices[c.device];
     if (task.discards(&c)) {
       // The task writes all of it: device memory without its old contents, which are
@@ -565,7 +568,7 @@ struct MemoryManager::Impl {
   // One step of staging a task whose chunks are pinned already: evictions for all of a
   // device's missing chunks first, then the bring-backs in the task's order. True when
   // every chunk is resident and none is moving. The mutex may be released inside.
-  bool stage_step(std::unique_lock<std::mutex>& lock, const TaskChunks& task) {
+  bool stage_step(std::unique_lock<AdaptiveMutex>& lock, const TaskChunks& task) {
     for (auto [c, write, discard] : task.chunks) {
       if (c->moving) {  // another task stages it too: wait, then look again
         moved.wait(lock);
@@ -626,7 +629,7 @@ struct MemoryManager::Impl {
     return room;
   }
 
-  bool try_stage(std::unique_lock<std::mutex>& lock, const std::vector<ChunkUse>& uses,
+  bool try_stage(std::unique_lock<AdaptiveMutex>& lock, const std::vector<ChunkUse>& uses,
                  int queued_ahead) {
     TaskChunks task;
     std::vector<Chunk*> reserved;

@@ -15,6 +15,7 @@
 #include "backend/cuda/handles.hpp"
 #include "backend/cuda/loader.hpp"
 #include "backend/device.hpp"
+#include "core/mutex.hpp"
 
 namespace gridspan::backend::cuda {
 
@@ -89,8 +90,8 @@ class CudaDevice final : public Device {
   struct Lane {
     Stream stream;
     std::mutex submit_mutex;  // one work queues at a time, so labels and events pair up
-    std::mutex mutex;
-    std::condition_variable cv;
+    AdaptiveMutex mutex;      // the mutexes the completion thread shares spin before they sleep
+    std::condition_variable_any cv;
     // Works to report, from `head` on: a vector that keeps its memory (no allocation per
     // work on the launching thread, no free on the completion thread).
     std::vector<Pending> queue;
@@ -126,11 +127,11 @@ class CudaDevice final : public Device {
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::atomic<unsigned> next_lane_{0};
   Stream to_host_, from_host_;
-  std::mutex events_mutex_;
+  AdaptiveMutex events_mutex_;
   std::vector<Event> events_;  // finished works' events, for the next
   // The events of submitted works that have not finished, by ticket: a later work's stream
   // waits on them. An event leaves here before it is recycled, under the same mutex.
-  std::mutex tickets_mutex_;
+  AdaptiveMutex tickets_mutex_;
   struct InFlight {
     CUevent event;
     std::size_t lane;  // index in lanes_
