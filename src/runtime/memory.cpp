@@ -212,6 +212,7 @@ struct MemoryManager::Impl {
   mutable AdaptiveMutex staged_mutex;
   std::unordered_map<ChunkId, StagedChunk> staged;
   TaskChunks scratch;  // for a staging or unstaging that keeps the mutex throughout
+  std::vector<std::size_t> scratch_bytes;  // per device, likewise
 
   Chunk& find(ChunkId id) const {
     auto it = chunks.find(id);
@@ -725,6 +726,25 @@ struct MemoryManager::Impl {
     return true;
   }
 
+  // Whether staging `uses` needs no copy and no eviction: every chunk is resident, or new
+  // (no copy anywhere yet) with room for it on its device.
+  bool stages_in_place(const std::vector<ChunkUse>& uses) {
+    TaskChunks& task = scratch;
+    task_chunks(uses, task);
+    std::vector<std::size_t>& missing = scratch_bytes;
+    missing.assign(devices.size(), 0);
+    for (auto [c, write, discard] : task.chunks) {
+      if (c->moving) return false;
+      if (c->device_copy) continue;
+      if ((c->host_copy || c->on_disk) && !discard) return false;
+      missing[c->device] += c->block;
+    }
+    for (std::size_t i = 0; i < devices.size(); ++i)
+      if (missing[i] > 0 && devices[i]->usage.used + missing[i] > devices[i]->usage.limit)
+        return false;
+    return true;
+  }
+
   void unstage(const std::vector<ChunkUse>& uses) {
     TaskChunks& task = scratch;
     task_chunks(uses, task);
@@ -880,6 +900,11 @@ bool MemoryManager::exists(ChunkId chunk) const {
 bool MemoryManager::try_stage(const std::vector<ChunkUse>& uses, int queued_ahead) {
   std::unique_lock lock(impl_->mutex);
   return impl_->try_stage(lock, uses, queued_ahead);
+}
+
+bool MemoryManager::stages_in_place(const std::vector<ChunkUse>& uses) const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->stages_in_place(uses);
 }
 
 bool MemoryManager::try_stage_resident(const std::vector<ChunkUse>& uses) {

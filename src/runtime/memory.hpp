@@ -72,6 +72,9 @@ class MemoryManager {
   /// otherwise changes nothing and returns false (then call try_stage). Callers may hold
   /// their own locks around it.
   bool try_stage_resident(const std::vector<ChunkUse>& uses);
+  /// Whether staging `uses` would copy nothing and evict nothing (the chunks are resident,
+  /// or new with room for them).
+  bool stages_in_place(const std::vector<ChunkUse>& uses) const;
   /// Device pointer of a staged chunk.
   void* data(ChunkId chunk) const;
   /// out[i] = data(chunks[i]) for each, under one lock.

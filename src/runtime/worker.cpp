@@ -239,7 +239,7 @@ void Worker::Node::reset() {
   queued = launched = ran = false;
   run_error = nullptr;
   ticket = 0;
-  held = submitting = reported = false;
+  held = submitting = reported = hold = false;
   batch.clear();
 }
 
@@ -432,6 +432,7 @@ Worker::Staged Worker::admit_and_stage(Node* node, std::unique_lock<AdaptiveMute
                                        std::exception_ptr& error) {
   const int dev = node->task.device;
   if (staged_tasks_[dev] > 0 && staged_bytes_[dev] + node->staged_bytes > staging_limit_[dev]) {
+    if (hold_until_ready(node)) return Staged::later;  // released early: no more
     ++stats_.stage_retries;
     blocked_.push_back(node);
     short_of_memory_ = true;
@@ -446,6 +447,12 @@ Worker::Staged Worker::admit_and_stage(Node* node, std::unique_lock<AdaptiveMute
     staged = memory_.try_stage_resident(node->uses);
   } catch (...) {
     error = std::current_exception();
+  }
+  if (!staged && !error && node->missing > 0 && !stages_in_place(node, error) &&
+      hold_until_ready(node)) {
+    staged_bytes_[dev] -= node->staged_bytes;
+    --staged_tasks_[dev];
+    return Staged::later;
   }
   if (!staged && !error) {
     // Staging may wait for the tasks staged ahead to finish: those of a batch go first.
@@ -471,6 +478,27 @@ Worker::Staged Worker::admit_and_stage(Node* node, std::unique_lock<AdaptiveMute
     short_of_memory_ = true;
   }
   return Staged::later;
+}
+
+// A task released early (its dependencies are still queued on its device) goes at once
+// only when it fits the staging bound and its staging copies and evicts nothing. Otherwise
+// it waits for its dependencies like any task: bringing its chunks in now would evict what
+// the tasks queued before it still need. Out of core, Black-Scholes' ten sweeps over 16
+// superblocks moved 63 GB per run so, against 9 GB without early release. Under the lock.
+bool Worker::stages_in_place(Node* node, std::exception_ptr& error) {
+  try {
+    return memory_.stages_in_place(node->uses);
+  } catch (...) {
+    error = std::current_exception();
+    return true;  // the caller fails it
+  }
+}
+
+bool Worker::hold_until_ready(Node* node) {
+  if (node->missing == 0) return false;
+  node->queued = false;
+  node->hold = true;  // releasable() no more: finish() queues it once its dependencies end
+  return true;
 }
 
 // A task that could not be staged (or sized) fails; one released early is reported once
@@ -904,7 +932,7 @@ bool Worker::ordered_on_device(const Node& dep, const Node& succ) const {
 
 bool Worker::releasable(const Node& node) const {
   return node.missing > 0 && node.unordered == 0 && !node.queued && !node.launched && !node.error &&
-         runs_on_device_alone(node.task);
+         !node.hold && runs_on_device_alone(node.task);
 }
 
 // Under the lock: records the end of a task and appends the successors it made ready (or

@@ -137,6 +137,7 @@ class Worker {
     bool held = false;  // may be held after it ran (TransferHooks): nothing is queued behind it
     bool submitting = false;   // being handed to its device without the lock (submit_unlocked)
     bool reported = false;     // ... and reported done meanwhile (with run_error)
+    bool hold = false;         // not released early again: waits for its dependencies
     std::vector<Node*> batch;  // the first of a batch: all of its kernels (launch_batch)
     void reset();              // as new, keeping its vectors' memory
   };
@@ -164,6 +165,8 @@ class Worker {
   Staged admit_and_stage(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::deque<Node*>& work,
                          std::vector<Node*>& batch, std::exception_ptr& error);
   void fail_unstaged(Node* node, const std::exception_ptr& error, std::deque<Node*>& work);
+  bool stages_in_place(Node* node, std::exception_ptr& error);
+  bool hold_until_ready(Node* node);
   void mark_held(Node& node);
   void run_here(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::deque<Node*>& work);
   void launch(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::deque<Node*>& work);
