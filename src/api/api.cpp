@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/log.hpp"
+#include "core/scratch.hpp"
 #include "gridspan/api/context.hpp"
 #include "gridspan/core/half.hpp"
 #include "runtime/driver.hpp"
@@ -73,7 +74,20 @@ struct KernelState {
   std::vector<ParamInfo> params;
   annotation::Annotation annotation;
   std::shared_ptr<const plan::Executable> executable;
+  // Where each scalar parameter's value starts in a launch's packed values (8 bytes each,
+  // in parameter order): the same for every launch of the kernel.
+  std::shared_ptr<const std::vector<uint32_t>> scalar_offsets;
+  std::size_t scalar_count = 0;
 };
+
+// The offsets pack_scalar gives the kernel's scalars.
+void set_scalar_layout(KernelState& state) {
+  auto offsets = std::make_shared<std::vector<uint32_t>>(state.params.size(), 0);
+  uint32_t at = 0;
+  for (std::size_t i = 0; i < state.params.size(); ++i)
+    if (!state.params[i].is_array) (*offsets)[i] = at, at += 8, ++state.scalar_count;
+  state.scalar_offsets = std::move(offsets);
+}
 
 }  // namespace detail
 
@@ -260,6 +274,7 @@ Kernel Context::compile(const KernelDef& def) {
   src.checked = def.is_checked() || driver_->config().check;
   state->executable = runtime::KernelExecutable::compile(driver_->backend(), std::move(src));
   driver_->add_executable(state->executable);
+  detail::set_scalar_layout(*state);
   return Kernel(state);
 }
 
@@ -272,6 +287,7 @@ Kernel Context::compile(const NativeDef& def) {
       parse_annotations(def.name(), def.annotations(), state->params, def.defines());
   state->executable = make_native(def);
   driver_->add_executable(state->executable);
+  detail::set_scalar_layout(*state);
   return Kernel(state);
 }
 
@@ -348,7 +364,8 @@ Event Kernel::launch_packed(const Dim& threads, const Dim& block, const WorkDist
     throw LaunchError(
         fmt::format("kernel `{}`: the block {} has {} threads; at most 1024 as in CUDA", name,
                     block.str(), block.volume()));
-  plan::LaunchSpec spec;
+  Scratch<plan::LaunchSpec> borrowed;  // its vectors keep their memory from launch to launch
+  plan::LaunchSpec& spec = *borrowed;
   spec.executable = state_->executable;
   spec.annotation = &state_->annotation;
   spec.params = &params;
@@ -356,8 +373,8 @@ Event Kernel::launch_packed(const Dim& threads, const Dim& block, const WorkDist
   spec.block = block;
   spec.arrays.resize(params.size(), nullptr);
   spec.int_scalars.resize(params.size(), 0);
-  auto offsets = std::make_shared<std::vector<uint32_t>>(params.size(), 0);
   auto blob = std::make_shared<std::vector<unsigned char>>();
+  blob->reserve(8 * state_->scalar_count);
   for (std::size_t i = 0; i < params.size(); ++i) {
     const auto& p = params[i];
     const auto& arg = args[i];
@@ -383,13 +400,12 @@ Event Kernel::launch_packed(const Dim& threads, const Dim& block, const WorkDist
                         name, p.name, meta.shape.rank(), meta.shape.str(), p.type_text, p.rank));
       spec.arrays[i] = &meta;
     } else {
-      (*offsets)[i] = static_cast<uint32_t>((blob->size() + 7) / 8 * 8);
-      pack_scalar(name, p, static_cast<int>(i), arg, *blob);
+      pack_scalar(name, p, static_cast<int>(i), arg, *blob);  // at scalar_offsets[i]
       if (!dtype_is_float(p.dtype)) spec.int_scalars[i] = static_cast<int64_t>(arg.value);
     }
   }
   spec.scalars = blob;
-  spec.scalar_offsets = offsets;
+  spec.scalar_offsets = state_->scalar_offsets;
   spec.superblocks = work.superblocks(threads, block, driver_ptr()->device_count());
   return Event(state_->driver, state_->driver->launch(spec));
 }

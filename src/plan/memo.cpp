@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/scratch.hpp"
 #include "plan/builder.hpp"
 #include "plan/planner.hpp"
 
@@ -101,7 +102,9 @@ Plan LaunchMemo::instantiate(const Skeleton& s, const LaunchSpec& spec, RegionRe
   const ChunkId chunks_by = last_chunk - s.chunk_base;
   Plan plan;
   plan.tasks = s.tasks;
-  std::vector<std::size_t> at(s.tasks.size());  // task id - first -> index in the plan
+  Scratch<std::vector<std::size_t>> index;  // task id - first -> index in the plan
+  std::vector<std::size_t>& at = *index;
+  at.resize(s.tasks.size());
   for (std::size_t k = 0; k < plan.tasks.size(); ++k) {
     Task& t = plan.tasks[k];
     at[t.id - s.first] = k;

@@ -50,6 +50,19 @@ struct LaunchSpec {
   std::vector<int64_t> int_scalars;      // per parameter; integer scalar values (else 0)
   std::shared_ptr<const std::vector<unsigned char>> scalars;
   std::shared_ptr<const std::vector<uint32_t>> scalar_offsets;  // per parameter
+
+  /// As new, keeping its vectors' memory (core/scratch.hpp borrows specs so).
+  void clear() {
+    executable.reset();
+    annotation = nullptr;
+    params = nullptr;
+    threads = block = Dim();
+    superblocks.clear();
+    arrays.clear();
+    int_scalars.clear();
+    scalars.reset();
+    scalar_offsets.reset();
+  }
 };
 
 class Planner {
