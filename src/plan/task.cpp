@@ -120,15 +120,17 @@ void Task::chunk_uses(std::vector<ChunkAccess>& out) const {
   std::visit(
       [&](const auto& p) {
         using P = std::decay_t<decltype(p)>;
+        // A destination whose whole box the task writes is discarded: its old contents
+        // are not brought to the device (a Reduce fills all of its destination first).
         if constexpr (std::is_same_v<P, Fill> || std::is_same_v<P, HostWrite> ||
                       std::is_same_v<P, Recv>) {
-          add_use(out, p.dst.id, true, false);
+          add_use(out, p.dst.id, true, p.region.contains(p.dst.rect));
         } else if constexpr (std::is_same_v<P, Copy>) {
           add_use(out, p.src.id, false, false);
-          add_use(out, p.dst.id, true, false);
+          add_use(out, p.dst.id, true, p.region.contains(p.dst.rect));
         } else if constexpr (std::is_same_v<P, Reduce>) {
           for (auto& s : p.srcs) add_use(out, s.id, false, false);
-          add_use(out, p.dst.id, true, false);
+          add_use(out, p.dst.id, true, true);
         } else if constexpr (std::is_same_v<P, ReadBack> || std::is_same_v<P, Send>) {
           add_use(out, p.src.id, false, false);
         } else if constexpr (std::is_same_v<P, Execute>) {

@@ -103,6 +103,40 @@ TEST(Planner, MisalignedSuperblocksAssembleAndScatterTemporaries) {
   EXPECT_EQ(count(p, "copy"), 2 * 2 + 2 * 4);
 }
 
+// A task that writes its destination chunk's whole box discards the chunk's old contents
+// (out of core they are not brought back); one that writes part of it, or also reads the
+// chunk, does not. A Reduce fills its destination first.
+TEST(Task, AChunkWrittenWholeIsDiscarded) {
+  const Rect whole(1, {0, 0, 0}, {100, 1, 1}), part(1, {10, 0, 0}, {60, 1, 1});
+  const ChunkRef a{1, whole}, b{2, whole};
+  auto uses_of = [](Payload p) {
+    Task t;
+    t.payload = std::move(p);
+    std::vector<ChunkAccess> uses;
+    t.chunk_uses(uses);
+    return uses;
+  };
+  auto discards = [&](Payload p, ChunkId c) {
+    for (const ChunkAccess& u : uses_of(std::move(p)))
+      if (u.chunk == c) return u.write && u.discard;
+    ADD_FAILURE() << "chunk " << c << " not used";
+    return false;
+  };
+  std::array<unsigned char, 16> value{};
+  auto bytes = std::make_shared<std::vector<unsigned char>>(400, 1);
+  EXPECT_TRUE(discards(Fill{a, whole, 4, value}, 1));
+  EXPECT_FALSE(discards(Fill{a, part, 4, value}, 1));
+  EXPECT_TRUE(discards(HostWrite{a, whole, bytes, whole, 4}, 1));
+  EXPECT_FALSE(discards(HostWrite{a, part, bytes, whole, 4}, 1));
+  EXPECT_TRUE(discards(Recv{a, whole, 4, 1, 7}, 1));
+  EXPECT_FALSE(discards(Recv{a, part, 4, 1, 7}, 1));
+  EXPECT_TRUE(discards(Copy{b, a, whole, 4}, 1));
+  EXPECT_FALSE(discards(Copy{b, a, part, 4}, 1));
+  EXPECT_FALSE(uses_of(Copy{b, a, whole, 4})[0].discard);            // the source: read
+  EXPECT_FALSE(discards(Copy{ChunkRef{1, whole}, a, whole, 4}, 1));  // reads it too
+  EXPECT_TRUE(discards(Reduce{a, {b}, annotation::ReduceOp::add, DType::f32}, 1));
+}
+
 // The same through `overwrite`: the written temporaries are not assembled (the kernel
 // writes them whole), and their executes wait for nothing earlier on `out`; the scatter
 // does. A chunk the kernel overwrites whole in place is marked for staging without its old
