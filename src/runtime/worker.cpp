@@ -710,18 +710,16 @@ void Worker::complete(Node* node, std::exception_ptr error, int dev) {
 void Worker::complete_all(Node* const* nodes, std::size_t n, const std::exception_ptr& error,
                           int dev) {
   std::exception_ptr errors[kMaxBatch];
-  for (std::size_t k = 0; k < n; ++k) errors[k] = error;
-  if (n == 1) {
-    unstage_chunks(nodes[0], errors[0]);
-  } else {
-    Scratch<std::vector<MemoryManager::Announced>> uses;
-    for (std::size_t k = 0; k < n; ++k) uses->push_back({nodes[k]->task.id, &nodes[k]->uses});
-    try {
-      memory_.unstage_and_retire(*uses);  // one lock for the batch
-    } catch (...) {
-      for (std::size_t k = 0; k < n; ++k)
-        if (!errors[k]) errors[k] = std::current_exception();
-    }
+  Scratch<std::vector<MemoryManager::Announced>> uses;
+  for (std::size_t k = 0; k < n; ++k) {
+    errors[k] = error;
+    uses->push_back({nodes[k]->task.id, &nodes[k]->uses});
+  }
+  try {
+    memory_.unstage_and_retire(*uses);  // one lock for all
+  } catch (...) {
+    for (std::size_t k = 0; k < n; ++k)
+      if (!errors[k]) errors[k] = std::current_exception();
   }
   Scratch<std::deque<Node*>> next;
   {

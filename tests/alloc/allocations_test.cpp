@@ -1,38 +1,17 @@
 // What a repeated launch allocates on the launching thread: this binary replaces the global
-// operator new with one that counts, on the threads that ask it to, so it is a binary of
+// operator new with one that counts (support/counting_new.hpp), so it is a binary of
 // its own. The counts are bounds: which thread takes up a task that became ready varies
 // from run to run, and so does what the launching thread allocates (10.1-11.6 per launch
 // of one chunk, 28.5-38.3 of four, on the 2-core build machine). Before the worker reused
 // its nodes and work lists it was 26 and 61.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <gridspan/gridspan.hpp>
-#include <new>
 
+#include "support/counting_new.hpp"
 #include "support/random.hpp"
-
-namespace {
-
-std::atomic<long> g_allocations{0};
-thread_local bool t_counting = false;
-
-}  // namespace
-
-void* operator new(std::size_t n) {
-  if (t_counting) g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
 
 namespace gridspan {
 namespace {
@@ -64,11 +43,9 @@ double allocations_per_launch(int chunks, int launches) {
   const int warm = 200;
   for (int i = 0; i < warm; ++i) k.launch({n}, {256}, work, n, y, x);
   ctx.synchronize();
-  const long before = g_allocations.load();
-  t_counting = true;
+  const test::AllocationCount on_this_thread;
   for (int i = 0; i < launches; ++i) k.launch({n}, {256}, work, n, y, x);
-  t_counting = false;
-  const long counted = g_allocations.load() - before;
+  const long counted = on_this_thread.count();
   const auto out = y.to_vector();
   for (int i = 0; i < n; ++i) {
     float want = ys[i];

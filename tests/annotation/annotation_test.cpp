@@ -17,20 +17,7 @@
 #include "support/random.hpp"
 
 // Counts heap allocations so a test can assert that the planner's hot path makes none.
-namespace {
-std::atomic<long> g_allocations{0};
-}
-void* operator new(std::size_t n) {
-  ++g_allocations;
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
+#include "support/counting_new.hpp"
 
 namespace gridspan::annotation {
 namespace {
@@ -389,13 +376,13 @@ TEST(AnnotationRegions, ReusedOutputMatchesAndDoesNotAllocate) {
     int64_t y = std::uniform_int_distribution<int64_t>(0, 63)(g);
     superblocks.push_back(rect2(x, x + 1, y, y + 1));
   }
-  long before = g_allocations.load();
+  long before = test::allocations();
   int64_t checksum = 0;
   for (const Rect& sb : superblocks) {
     b.regions(sb, out);
     checksum += out[0].region.lo[0] + out[2].region.hi[0];
   }
-  EXPECT_EQ(g_allocations.load() - before, 0);
+  EXPECT_EQ(test::allocations() - before, 0);
   EXPECT_NE(checksum, 0);
   for (const Rect& sb : superblocks) {
     b.regions(sb, out);
