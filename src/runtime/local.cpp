@@ -30,6 +30,12 @@ LocalRunner::~LocalRunner() {
   } catch (const std::exception& e) {
     if (whole_run_) log::warn("an error was not reported before the context ended: {}", e.what());
   }
+  const WorkerStats s = worker_->stats();
+  log::debug(
+      "worker: {} tasks run, {} failed; {} queued on GPUs, {} of them released early, {} "
+      "batched; {} staging retries",
+      s.tasks_run, s.tasks_failed, s.tasks_submitted, s.tasks_released_early, s.tasks_batched,
+      s.stage_retries);
   const bool write = trace_ && whole_run_;
   const RankInfo self = write ? describe(0) : RankInfo{};
   worker_.reset();
