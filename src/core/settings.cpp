@@ -50,6 +50,10 @@ const std::vector<Setting> kSettings = {
      "reuse a repeated launch's plan (same kernel, geometry, work distribution and arrays) "
      "instead of planning it again",
      "on"},
+    {"GRIDSPAN_BATCH_BLOCKS", K::count, &C::batch_blocks,
+     "superblocks of one launch with at most this many blocks go to a GPU as parts of one "
+     "kernel launch; 0: never",
+     "2048", 0, 2147483647},
     {"GRIDSPAN_CHECK", K::flag, &C::check, "checked mode for every kernel", "off"},
     {"GRIDSPAN_LOG", K::level, &C::log_level, "error, warn, info, debug", "warn"},
     {"GRIDSPAN_TRACE", K::text, &C::trace_file,

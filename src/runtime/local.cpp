@@ -22,6 +22,7 @@ LocalRunner::LocalRunner(const Config& config, bool whole_run)
   transfers_ = std::make_unique<Transfers>(*worker_, devices_, *memory_);
   transfers_->check_transfers(config_.check_transfers);
   worker_->observe(trace_.get());
+  worker_->set_batch_blocks(config_.batch_blocks);
 }
 
 LocalRunner::~LocalRunner() {

@@ -21,7 +21,6 @@ namespace gridspan::runtime {
 // parts of one launch than on their own (on an H200, HotSpot and Black-Scholes at 1.6 GB:
 // 72% and 29% over plain CUDA batched, 7% and 5% not).
 constexpr std::size_t kMaxBatch = 8;
-constexpr int64_t kMaxBatchBlocks = 2048;
 
 using plan::Task;
 using plan::TaskId;
@@ -621,7 +620,7 @@ void Worker::release_ordered(const Node& node, std::deque<Node*>& work) {
 
 bool Worker::batchable(const Node& node) const {
   const auto* ex = std::get_if<plan::Execute>(&node.task.payload);
-  return ex && ex->blocks.volume() <= kMaxBatchBlocks && !node.held &&
+  return ex && ex->blocks.volume() <= batch_blocks_ && !node.held &&
          devices_[node.task.device]->asynchronous();
 }
 

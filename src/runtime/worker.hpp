@@ -116,6 +116,9 @@ class Worker {
   /// Reports every task that runs from now on to `observer` (null: none). Before any task
   /// is submitted.
   void observe(Observer* observer) { observer_ = observer; }
+  /// Kernels whose superblocks have at most `blocks` blocks go to an asynchronous device
+  /// with others of their launch as one submission (0: each alone). Before any submit.
+  void set_batch_blocks(int64_t blocks) { batch_blocks_ = blocks; }
 
  private:
   struct Node {
@@ -197,6 +200,7 @@ class Worker {
   std::function<void(plan::TaskId, std::exception_ptr)> on_barrier_;
   std::vector<std::size_t> staging_limit_;  // per device
   bool stream_order_;
+  int64_t batch_blocks_ = 2048;
 
   mutable AdaptiveMutex mutex_;
   std::condition_variable_any wake_scheduler_, wake_waiters_;

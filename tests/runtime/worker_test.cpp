@@ -316,6 +316,28 @@ TEST(Worker, KernelsOfOneLaunchGoToTheirDeviceTogether) {
   }
 }
 
+// GRIDSPAN_BATCH_BLOCKS: superblocks of more blocks than the bound, and every one when it
+// is 0, go to their device one by one, with the same results; at 2 they are batched.
+TEST(Worker, SuperblocksAboveTheBatchBoundGoAlone) {
+  for (int64_t bound : {int64_t(0), int64_t(1), int64_t(2)}) {
+    AsyncRig rig(1, 1 << 20);
+    rig.worker->set_batch_blocks(bound);
+    const int n = 1000, superblock = 50, sweeps = 3;  // superblocks of 2 blocks of 25
+    auto kernel = std::make_shared<BatchRecording>(n);
+    StencilProblem p(1, n, superblock, sweeps, 91, kernel);
+    for (auto& plan : p.plans) rig.worker->submit(std::move(plan.tasks));
+    rig.worker->wait_all();
+    EXPECT_EQ(p.out, p.want) << "bound " << bound;
+    const uint64_t batched = rig.worker->stats().tasks_batched;
+    if (bound == 2) {
+      EXPECT_EQ(batched, uint64_t(sweeps * n / superblock)) << "bound " << bound;
+      continue;
+    }
+    EXPECT_TRUE(kernel->sizes().empty()) << "bound " << bound;
+    EXPECT_EQ(batched, 0u) << "bound " << bound;
+  }
+}
+
 // A kernel that fails in a batch fails every task of it, and what comes after them.
 TEST(Worker, AFailedBatchFailsEachOfItsTasks) {
   AsyncRig rig(1, 1 << 20);

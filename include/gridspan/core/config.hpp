@@ -49,6 +49,9 @@ struct Config {
   /// A launch repeated with the same kernel, geometry, work distribution and arrays reuses
   /// the plan of the first one instead of planning again (GRIDSPAN_MEMOIZE).
   bool memoize_launches = true;
+  /// Kernels of one launch on one GPU whose superblocks have at most this many blocks go
+  /// as parts of one kernel launch (GRIDSPAN_BATCH_BLOCKS); 0 = never.
+  int batch_blocks = 2048;
   /// Host compiler for the cpu backend (GRIDSPAN_CXX); empty = c++ from PATH.
   std::string cxx;
   /// Under mpirun: seconds without a word from a rank after which the run fails with an

@@ -102,14 +102,18 @@ typedef struct GsBox {
 #define GRIDSPAN_CUDA_ENTRY_NAME "gridspan_entry_v1"
 #define GRIDSPAN_CUDA_LOOP_ENTRY_NAME "gridspan_entry_loop_v1"
 
-/* Several superblocks of one launch in one kernel launch (the parts entry): its first
- * parameter is a table, passed by value, of
- *   int64_t first[P + 1];   part k runs the grid's linear blocks [first[k], first[k+1])
+/* Several superblocks of one launch in one kernel launch (the parts entry), stacked along
+ * the grid's z axis: the grid is the largest part's blocks on x and y, and every part's
+ * blocks on z one after the other. Its first parameter is a table, passed by value, of
+ *   int64_t first[P + 1];   part k runs the grid's z indices [first[k], first[k+1])
  *   struct { GsCudaHeader h; GsArrayArg arrays[A]; } parts[P];
  * for a kernel of A array parameters, with P = GRIDSPAN_CUDA_PARTS(A, S) for S scalar
  * parameters: as many parts as keep every parameter within 4 KiB, at most 8 (0: the kernel
- * has no parts entry). Then the number of parts used (int32_t) and the scalar parameters. */
-#define GRIDSPAN_CUDA_PARTS_ENTRY_NAME "gridspan_entry_parts_v1"
+ * has no parts entry). Then the number of parts used (int32_t) and the scalar parameters.
+ * Blocks past a part's extent on x or y return at once. Superblocks whose stacked grid would
+ * pass CUDA's limits (65535 on y and z), or hold more than twice their blocks, are launched
+ * one by one instead. */
+#define GRIDSPAN_CUDA_PARTS_ENTRY_NAME "gridspan_entry_parts_v2"
 #define GRIDSPAN_CUDA_PARTS_BYTES(A) (8 + (int)sizeof(GsCudaHeader) + (A) * (int)sizeof(GsArrayArg))
 #define GRIDSPAN_CUDA_PARTS_FIT(A, S) ((4072 - 8 * (S)) / GRIDSPAN_CUDA_PARTS_BYTES(A))
 #define GRIDSPAN_CUDA_PARTS(A, S)          \

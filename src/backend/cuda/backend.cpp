@@ -122,39 +122,50 @@ class CudaKernel final : public CompiledKernel {
           name_, threads, dev.name(), max));
   }
 
-  // The table of abi.h for `m` parts: first[parts_ + 1], then each part's header and array
-  // arguments.
+  // The table of abi.h for `m` parts: first[parts_ + 1] (each part's first z index in the
+  // grid), then each part's header and array arguments. The grid is the largest part's x
+  // and y extents by every part's z extent; when that passes CUDA's limits, or holds more
+  // than twice the parts' blocks, they go one by one.
   void run_parts(const GsLaunch* launches, std::size_t m, CudaDevice& dev) const {
     const std::size_t np = static_cast<std::size_t>(launches[0].num_params);
-    std::vector<std::size_t> arrays;
+    std::size_t arrays[16];  // a table of two parts holds at most 16 arrays (abi.h)
+    std::size_t na = 0;
     for (std::size_t p = 0; p < np; ++p)
-      if (!launches[0].scalars[p]) arrays.push_back(p);
+      if (!launches[0].scalars[p]) arrays[na++] = p;
     const std::size_t cap = static_cast<std::size_t>(parts_);
-    const std::size_t part_bytes = sizeof(GsCudaHeader) + arrays.size() * sizeof(GsArrayArg);
+    const std::size_t part_bytes = sizeof(GsCudaHeader) + na * sizeof(GsArrayArg);
     alignas(8) unsigned char table[4096];
     auto* first = reinterpret_cast<int64_t*>(table);
     unsigned char* part = table + 8 * (cap + 1);
     LaunchLabel label;
     label.kernel = &name_;
-    int64_t total = 0;
+    int64_t x = 0, y = 0, z = 0, blocks = 0;
     for (std::size_t k = 0; k < m; ++k, part += part_bytes) {
       GsCudaHeader h = header_of(launches[k]);
-      first[k] = total;
-      int64_t blocks = 1;
+      for (int ax = 0; ax < 3; ++ax) h.blocks[ax] = std::max<int64_t>(h.blocks[ax], 0);
+      if (h.blocks[0] == 0 || h.blocks[1] == 0) h.blocks[2] = 0;  // an empty part: no z
+      first[k] = z;
+      x = std::max(x, h.blocks[0]);
+      y = std::max(y, h.blocks[1]);
+      z += h.blocks[2];
+      blocks += h.blocks[0] * h.blocks[1] * h.blocks[2];
       for (int ax = 0; ax < 3; ++ax) {
-        blocks *= std::max<int64_t>(h.blocks[ax], 0);
         label.lo[ax] = k ? std::min(label.lo[ax], h.block_lo[ax]) : h.block_lo[ax];
         label.hi[ax] = std::max(label.hi[ax], h.block_lo[ax] + h.blocks[ax]);
       }
-      total += blocks;
       std::memcpy(part, &h, sizeof h);
-      for (std::size_t j = 0; j < arrays.size(); ++j)
+      for (std::size_t j = 0; j < na; ++j)
         std::memcpy(part + sizeof h + j * sizeof(GsArrayArg), &launches[k].arrays[arrays[j]],
                     sizeof(GsArrayArg));
     }
-    for (std::size_t k = m; k <= cap; ++k) first[k] = total;
-    if (total == 0) return;
-    unsigned grid[3] = {static_cast<unsigned>(std::min<int64_t>(total, 0x7FFFFFFF)), 1, 1};
+    for (std::size_t k = m; k <= cap; ++k) first[k] = z;
+    if (blocks == 0) return;
+    if (x > 0x7FFFFFFF || y > 65535 || z > 65535 || x * y * z > 2 * blocks) {
+      for (std::size_t k = 0; k < m; ++k) run(launches[k], dev);
+      return;
+    }
+    const unsigned grid[3] = {static_cast<unsigned>(x), static_cast<unsigned>(y),
+                              static_cast<unsigned>(z)};
     unsigned block[3];
     check_block(launches[0], dev, block);
     int32_t used = static_cast<int32_t>(m);

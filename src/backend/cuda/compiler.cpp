@@ -183,9 +183,13 @@ std::string block_call(const std::string& name, const std::string& call) {
       name, call);
 }
 
-// The parts entry (abi.h): every block finds its part in the table, then runs as the
-// block of that superblock. A block that runs several (more blocks than a grid may have)
-// waits for all its threads between them, as they may share memory.
+// The parts entry (abi.h): the parts are stacked along the grid's z axis, so a block finds
+// its part by comparing blockIdx.z with at most eight bounds, and its place in the part is
+// its own blockIdx: no division, and all of it the same for every thread of the block.
+// (Found by a loop over a linear block index with two 64-bit divisions, on every thread,
+// it cost about 100 instructions per warp against HotSpot's body of 122, and HotSpot ran
+// 70% slower as one launch of four parts than as four launches.) Blocks past a smaller
+// part's extent return at once.
 std::string parts_entry(const KernelSource& k, const std::string& prologue,
                         const std::string& call) {
   const int parts = parts_capacity(k.params);
@@ -198,7 +202,7 @@ std::string parts_entry(const KernelSource& k, const std::string& prologue,
     const auto& p = k.params[i];
     if (p.is_array)
       views += fmt::format(
-          "    const {1} gs_v{0} = {1}::from_arg(gs_t.p[gs_k].a[{2}], {0}, gs_h.check);\n", i,
+          "  const {1} gs_v{0} = {1}::from_arg(gs_t.p[gs_k].a[{2}], {0}, gs_h.check);\n", i,
           jit::view_type(p), arrays++);
     else
       params += fmt::format(", {} gs_p{}", param_type(p), i);
@@ -209,16 +213,14 @@ std::string parts_entry(const KernelSource& k, const std::string& prologue,
       arrays, parts);
   s += "extern \"C\" __global__ void " GRIDSPAN_CUDA_PARTS_ENTRY_NAME "(" + params + ") {\n";
   s += prologue;
-  s += "  for (long long gs_l = blockIdx.x; gs_l < gs_t.first[gs_n]; gs_l += gridDim.x) {\n"
-       "    int gs_k = 0;\n"
-       "    while (gs_l >= gs_t.first[gs_k + 1]) ++gs_k;\n"
-       "    const GsCudaHeader& gs_h = gs_t.p[gs_k].h;\n"
-       "    long long gs_r = gs_l - gs_t.first[gs_k];\n"
-       "    const long long gs_x = gs_r % gs_h.blocks[0];\n"
-       "    gs_r /= gs_h.blocks[0];\n"
-       "    const long long gs_y = gs_r % gs_h.blocks[1], gs_z = gs_r / gs_h.blocks[1];\n";
+  s += "  int gs_k = 0;\n"
+       "  while (gs_k + 1 < gs_n && blockIdx.z >= gs_t.first[gs_k + 1]) ++gs_k;\n"
+       "  const GsCudaHeader& gs_h = gs_t.p[gs_k].h;\n"
+       "  if (blockIdx.x >= gs_h.blocks[0] || blockIdx.y >= gs_h.blocks[1]) return;\n"
+       "  const long long gs_x = blockIdx.x, gs_y = blockIdx.y, "
+       "gs_z = blockIdx.z - gs_t.first[gs_k];\n";
   s += views;
-  s += "    " + block_call(k.name, call) + ";\n    __syncthreads();\n  }\n}\n";
+  s += "  " + block_call(k.name, call) + ";\n}\n";
   return s;
 }
 
