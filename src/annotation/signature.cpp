@@ -299,13 +299,38 @@ class SignatureReader {
       else if (toks_[k].text != "const")
         words.push_back(toks_[k].text);
     }
-    if (plain && !words.empty() && words[0] == "dim3" && words.size() <= 2) return;
+    if (plain && !words.empty() && words[0] == "dim3" && words.size() <= 2) {
+      check_body_index(words.size() == 2 ? words[1] : std::string(), close);
+      return;
+    }
     std::string found = b < e ? fmt::format("found `{}`", text_of(b, e)) : "found no parameter";
     fail(b < e ? toks_[b].pos : toks_[close].pos,
          fmt::format("the first parameter of `{}` must be `dim3 blockIdx` (the block index "
                      "gridspan passes), {}",
                      function_, found),
          fmt::format("declare the kernel as `__device__ void {}(dim3 blockIdx, ...)`", function_));
+  }
+
+  // A body that reads `blockIdx` while the first parameter has another name (or none) reads
+  // CUDA's own index, the block's place within one superblock: wrong results, silently.
+  void check_body_index(const std::string& name, std::size_t close) const {
+    if (name == "blockIdx") return;
+    std::size_t k = close + 1;
+    while (k < toks_.size() && toks_[k].text != "{" && toks_[k].text != ";") ++k;
+    if (k == toks_.size() || toks_[k].text == ";") return;  // a declaration: no body here
+    for (int depth = 0; k < toks_.size(); ++k) {
+      if (toks_[k].text == "{") ++depth;
+      if (toks_[k].text == "}" && --depth == 0) return;
+      if (toks_[k].ident && toks_[k].text == "blockIdx")
+        fail(toks_[k].pos,
+             fmt::format("`{}` reads `blockIdx`, but its first parameter is {}: there "
+                         "`blockIdx` is CUDA's own index, the block's place within one "
+                         "superblock, not in the launch's grid",
+                         function_, name.empty() ? "unnamed" : "named `" + name + "`"),
+             fmt::format("name the first parameter `blockIdx` (`__device__ void {}(dim3 "
+                         "blockIdx, ...)`){}",
+                         function_, name.empty() ? "" : ", or read `" + name + "` instead"));
+    }
   }
 
   ParamInfo read_param(std::size_t b, std::size_t e, int number) const {

@@ -186,6 +186,11 @@ TEST(Signature, ErrorsQuoteTheLineWithACaret) {
        "`k` returns `int`; a gridspan kernel returns void"},
       {"__device__ void k(dim3 b, int n {}", "__device__ void k(dim3 b, int n {}", "(", 1,
        "the parameter list of `k` is not closed"},
+      {"__device__ void k(dim3 b, int* out) {\n  out[0] = blockIdx.x;\n}", "  out[0] = blockIdx.x;",
+       "blockIdx", 2, "`k` reads `blockIdx`, but its first parameter is named `b`"},
+      {"__device__ void k(dim3, int* out) { if (blockIdx.y) out[0] = 1; }",
+       "__device__ void k(dim3, int* out) { if (blockIdx.y) out[0] = 1; }", "blockIdx", 1,
+       "`k` reads `blockIdx`, but its first parameter is unnamed"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.src);
@@ -200,6 +205,29 @@ TEST(Signature, ErrorsQuoteTheLineWithACaret) {
               std::string::npos)
         << msg;
   }
+}
+
+// Inside the kernel, `blockIdx` must be its first parameter: a body that reads it under
+// another name reads CUDA's own index, which counts from 0 in every superblock. Other
+// functions, prototypes and a parameter named `blockIdx` are fine.
+TEST(Signature, AKernelReadingBlockIdxNamesItsFirstParameterSo) {
+  EXPECT_TRUE(
+      parse_signature("__device__ void k(dim3 blockIdx) { int i = blockIdx.x; (void)i; }", "k")
+          .empty());
+  EXPECT_TRUE(parse_signature("__device__ void k(dim3 b) { int i = b.x; (void)i; }", "k").empty());
+  EXPECT_TRUE(parse_signature("__device__ int row(dim3 blockIdx) { return blockIdx.x; }\n"
+                              "__device__ void k(dim3 b);\n"
+                              "__device__ void k(dim3 b) { (void)row(b); }",
+                              "k")
+                  .empty());
+  EXPECT_TRUE(parse_signature("__device__ void k(dim3 b); // blockIdx", "k").empty());
+  EXPECT_TRUE(parse_signature("__device__ void k(dim3 b) { /* not blockIdx */ }", "k").empty());
+  const std::string msg =
+      signature_error("__device__ void k(dim3 b, int* out) { out[0] = blockIdx.x; }", "k");
+  EXPECT_NE(msg.find("name the first parameter `blockIdx` (`__device__ void k(dim3 blockIdx, "
+                     "...)`), or read `b` instead"),
+            std::string::npos)
+      << msg;
 }
 
 TEST(Signature, MissingFunctionListsTheDeviceFunctions) {
