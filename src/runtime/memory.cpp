@@ -713,6 +713,12 @@ struct MemoryManager::Impl {
     }
   }
 
+  std::size_t bytes_of(const std::vector<ChunkUse>& uses) {
+    std::size_t total = 0;
+    for (const ChunkUse& use : uses) total += find(use.chunk).bytes;
+    return total;
+  }
+
   bool try_stage_resident(const std::vector<ChunkUse>& uses) {
     TaskChunks& task = scratch;
     task_chunks(uses, task);
@@ -912,6 +918,13 @@ bool MemoryManager::try_stage_resident(const std::vector<ChunkUse>& uses) {
   return impl_->try_stage_resident(uses);
 }
 
+bool MemoryManager::size_and_stage_resident(const std::vector<ChunkUse>& uses, std::size_t budget,
+                                            std::size_t& bytes) {
+  std::lock_guard lock(impl_->mutex);
+  bytes = impl_->bytes_of(uses);
+  return bytes <= budget && impl_->try_stage_resident(uses);
+}
+
 void* MemoryManager::data(ChunkId chunk) const {
   void* p = nullptr;
   data(&chunk, 1, &p);
@@ -944,9 +957,7 @@ std::size_t MemoryManager::bytes(ChunkId chunk) const {
 
 std::size_t MemoryManager::bytes(const std::vector<ChunkUse>& uses) const {
   std::lock_guard lock(impl_->mutex);
-  std::size_t total = 0;
-  for (const ChunkUse& use : uses) total += impl_->find(use.chunk).bytes;
-  return total;
+  return impl_->bytes_of(uses);
 }
 
 void MemoryManager::unstage(const std::vector<ChunkUse>& uses) {

@@ -72,6 +72,10 @@ class MemoryManager {
   /// otherwise changes nothing and returns false (then call try_stage). Callers may hold
   /// their own locks around it.
   bool try_stage_resident(const std::vector<ChunkUse>& uses);
+  /// bytes(uses) into `bytes`, then try_stage_resident(uses) if they are at most `budget`
+  /// (false, staging nothing, if not): the usual first staging of a task, under one lock.
+  bool size_and_stage_resident(const std::vector<ChunkUse>& uses, std::size_t budget,
+                               std::size_t& bytes);
   /// Whether staging `uses` would copy nothing and evict nothing (the chunks are resident,
   /// or new with room for them).
   bool stages_in_place(const std::vector<ChunkUse>& uses) const;

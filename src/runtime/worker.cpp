@@ -357,11 +357,9 @@ void Worker::process(std::deque<Node*>& work, int here) {
       run_inline(node, skip, lock, work);
       continue;
     }
-    std::exception_ptr error = size_of(node);
-    if (!error) {
-      const Staged staged = admit_and_stage(node, lock, work, batch, error);
-      if (staged == Staged::later) continue;
-    }
+    std::exception_ptr error;
+    const Staged staged = admit_and_stage(node, lock, work, batch, error);
+    if (staged == Staged::later) continue;
     if (error) {
       fail_unstaged(node, error, work);
       continue;
@@ -407,21 +405,20 @@ void Worker::run_inline(Node* node, bool skip, std::unique_lock<AdaptiveMutex>& 
   finish(node, error, work);
 }
 
-// The bytes of the task's chunks, counted once (they exist by the time it is ready).
-std::exception_ptr Worker::size_of(Node* node) {
-  if (node->sized) return nullptr;
+// The first time: the bytes of the task's chunks (they exist by the time it is ready), and
+// its staging if every chunk is resident and they fit in `budget`, under one lock of the
+// memory manager. Returns whether it staged; an error names the task.
+bool Worker::size_and_stage(Node* node, std::size_t budget, std::exception_ptr& error) {
   const Task& t = node->task;
-  std::exception_ptr error;
-  std::size_t bytes = 0;
+  bool staged = false;
   try {
-    bytes = memory_.bytes(node->uses);
+    staged = memory_.size_and_stage_resident(node->uses, budget, node->staged_bytes);
   } catch (const Error& e) {
     error = std::make_exception_ptr(
         Error(fmt::format("{} (task {} {} on device {})", e.what(), t.id, t.kind(), t.device)));
   }
-  node->staged_bytes = bytes;
   node->sized = true;
-  return error;
+  return staged;
 }
 
 // Admission (at most the staging limit of bytes per device, beyond the first task), then
@@ -432,7 +429,17 @@ Worker::Staged Worker::admit_and_stage(Node* node, std::unique_lock<AdaptiveMute
                                        std::deque<Node*>& work, std::vector<Node*>& batch,
                                        std::exception_ptr& error) {
   const int dev = node->task.device;
-  if (staged_tasks_[dev] > 0 && staged_bytes_[dev] + node->staged_bytes > staging_limit_[dev]) {
+  // The first task of a device is always admitted; the others while they fit the bound.
+  const std::size_t room =
+      staged_tasks_[dev] == 0
+          ? SIZE_MAX
+          : staging_limit_[dev] - std::min(staging_limit_[dev], staged_bytes_[dev]);
+  bool staged = false;
+  if (!node->sized) {
+    staged = size_and_stage(node, room, error);
+    if (error) return Staged::now;  // the caller fails it
+  }
+  if (node->staged_bytes > room) {
     if (hold_until_ready(node)) return Staged::later;  // released early: no more
     ++stats_.stage_retries;
     blocked_.push_back(node);
@@ -443,9 +450,8 @@ Worker::Staged Worker::admit_and_stage(Node* node, std::unique_lock<AdaptiveMute
   staged_bytes_[dev] += node->staged_bytes;
   ++staged_tasks_[dev];
   const uint64_t epoch = unstage_epoch_;
-  bool staged = false;
   try {
-    staged = memory_.try_stage_resident(node->uses);
+    if (!staged) staged = memory_.try_stage_resident(node->uses);
   } catch (...) {
     error = std::current_exception();
   }

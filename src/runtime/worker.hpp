@@ -163,7 +163,7 @@ class Worker {
   void process(std::deque<Node*>& work, int here);
   void run_inline(Node* node, bool skip, std::unique_lock<AdaptiveMutex>& lock,
                   std::deque<Node*>& work);
-  std::exception_ptr size_of(Node* node);
+  bool size_and_stage(Node* node, std::size_t budget, std::exception_ptr& error);
   enum class Staged { now, later };
   Staged admit_and_stage(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::deque<Node*>& work,
                          std::vector<Node*>& batch, std::exception_ptr& error);
