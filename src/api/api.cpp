@@ -78,6 +78,18 @@ struct KernelState {
   // in parameter order): the same for every launch of the kernel.
   std::shared_ptr<const std::vector<uint32_t>> scalar_offsets;
   std::size_t scalar_count = 0;
+  // The last launch's packed scalar values: a launch with the same values shares them
+  // (a chain of launches allocates none).
+  std::mutex scalars_mutex;
+  std::shared_ptr<const std::vector<unsigned char>> last_scalars;
+
+  std::shared_ptr<const std::vector<unsigned char>> scalars_like(
+      const std::vector<unsigned char>& packed) {
+    std::lock_guard lock(scalars_mutex);
+    if (!last_scalars || *last_scalars != packed)
+      last_scalars = std::make_shared<const std::vector<unsigned char>>(packed);
+    return last_scalars;
+  }
 };
 
 // The offsets pack_scalar gives the kernel's scalars.
@@ -373,8 +385,9 @@ Event Kernel::launch_packed(const Dim& threads, const Dim& block, const WorkDist
   spec.block = block;
   spec.arrays.resize(params.size(), nullptr);
   spec.int_scalars.resize(params.size(), 0);
-  auto blob = std::make_shared<std::vector<unsigned char>>();
-  blob->reserve(8 * state_->scalar_count);
+  Scratch<std::vector<unsigned char>> packed;
+  std::vector<unsigned char>& blob = *packed;
+  blob.clear();
   for (std::size_t i = 0; i < params.size(); ++i) {
     const auto& p = params[i];
     const auto& arg = args[i];
@@ -400,13 +413,13 @@ Event Kernel::launch_packed(const Dim& threads, const Dim& block, const WorkDist
                         name, p.name, meta.shape.rank(), meta.shape.str(), p.type_text, p.rank));
       spec.arrays[i] = &meta;
     } else {
-      pack_scalar(name, p, static_cast<int>(i), arg, *blob);  // at scalar_offsets[i]
+      pack_scalar(name, p, static_cast<int>(i), arg, blob);  // at scalar_offsets[i]
       if (!dtype_is_float(p.dtype)) spec.int_scalars[i] = static_cast<int64_t>(arg.value);
     }
   }
-  spec.scalars = blob;
+  spec.scalars = state_->scalars_like(blob);
   spec.scalar_offsets = state_->scalar_offsets;
-  spec.superblocks = work.superblocks(threads, block, driver_ptr()->device_count());
+  work.superblocks(threads, block, driver_ptr()->device_count(), spec.superblocks);
   return Event(state_->driver, state_->driver->launch(spec));
 }
 

@@ -2,6 +2,7 @@
 #include "gridspan/distribution/distribution.hpp"
 
 #include <algorithm>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -193,11 +194,44 @@ DataDistribution custom(std::string name, DataDistribution::Fn fn) {
 
 }  // namespace dist
 
-WorkDistribution::WorkDistribution(std::string name, Fn fn)
-    : name_(std::move(name)), fn_(std::move(fn)) {}
+struct WorkDistribution::Last {
+  std::mutex mutex;
+  bool valid = false;
+  Dim threads, block;
+  int devices = 0;
+  std::vector<Superblock> superblocks;
+};
+
+WorkDistribution::WorkDistribution(std::string name, Fn fn, bool pure)
+    : name_(std::move(name)),
+      fn_(std::move(fn)),
+      last_(pure ? std::make_shared<Last>() : nullptr) {}
 
 std::vector<Superblock> WorkDistribution::superblocks(const Dim& threads, const Dim& block,
                                                       int devices) const {
+  std::vector<Superblock> out;
+  superblocks(threads, block, devices, out);
+  return out;
+}
+
+void WorkDistribution::superblocks(const Dim& threads, const Dim& block, int devices,
+                                   std::vector<Superblock>& out) const {
+  if (!last_) {
+    out = checked(threads, block, devices);
+    return;
+  }
+  std::lock_guard lock(last_->mutex);
+  Last& l = *last_;
+  if (!l.valid || l.devices != devices || !(l.threads == threads) || !(l.block == block)) {
+    l.valid = false;
+    l.superblocks = checked(threads, block, devices);
+    l.threads = threads, l.block = block, l.devices = devices, l.valid = true;
+  }
+  out = l.superblocks;
+}
+
+std::vector<Superblock> WorkDistribution::checked(const Dim& threads, const Dim& block,
+                                                  int devices) const {
   std::vector<Superblock> sbs = fn_(threads, block, devices);
   Dim grid = grid_of(threads, block);
   Rect all = Rect::of_shape(grid);
@@ -235,54 +269,61 @@ namespace work {
 
 WorkDistribution tiles(Dim per) {
   // The name is spelled out only in messages: launches build this on their hot path.
-  return WorkDistribution("tiles", [per](const Dim& threads, const Dim& block, int devices) {
-    auto name = [&] { return "tiles(" + per.str() + ")"; };
-    if (per.rank() != threads.rank())
-      throw LaunchError(fmt::format(
-          "work::{}: the superblock has rank {} but the launch's threads {} have rank {}", name(),
-          per.rank(), threads.str(), threads.rank()));
-    Dim tile = Dim::of_rank(threads.rank(), 1);
-    for (int a = 0; a < threads.rank(); ++a) {
-      int64_t b = block.get(a);
-      if (per[a] <= 0 || per[a] % b != 0)
-        throw LaunchError(fmt::format(
-            "work::{}: the superblock size {} is not a multiple of the block size {} on axis {}; "
-            "make every superblock extent a multiple of the block's",
-            name(), per.str(), block.str(), a));
-      tile[a] = per[a] / b;
-    }
-    std::vector<Superblock> out;
-    int n = 0;
-    for (const Rect& r : cut(grid_of(threads, block), tile)) out.push_back({r, n++ % devices});
-    return out;
-  });
+  return WorkDistribution(
+      "tiles",
+      [per](const Dim& threads, const Dim& block, int devices) {
+        auto name = [&] { return "tiles(" + per.str() + ")"; };
+        if (per.rank() != threads.rank())
+          throw LaunchError(fmt::format(
+              "work::{}: the superblock has rank {} but the launch's threads {} have rank {}",
+              name(), per.rank(), threads.str(), threads.rank()));
+        Dim tile = Dim::of_rank(threads.rank(), 1);
+        for (int a = 0; a < threads.rank(); ++a) {
+          int64_t b = block.get(a);
+          if (per[a] <= 0 || per[a] % b != 0)
+            throw LaunchError(
+                fmt::format("work::{}: the superblock size {} is not a multiple of the block size "
+                            "{} on axis {}; "
+                            "make every superblock extent a multiple of the block's",
+                            name(), per.str(), block.str(), a));
+          tile[a] = per[a] / b;
+        }
+        std::vector<Superblock> out;
+        int n = 0;
+        for (const Rect& r : cut(grid_of(threads, block), tile)) out.push_back({r, n++ % devices});
+        return out;
+      },
+      true);
 }
 
 WorkDistribution like_chunks(std::vector<ChunkSpec> chunks, std::string array_name) {
   std::string name = "like(" + array_name + ")";
-  return WorkDistribution(name, [chunks = std::move(chunks), name](const Dim& threads,
-                                                                   const Dim& block, int) {
-    Dim grid = grid_of(threads, block);
-    std::vector<Superblock> out;
-    for (const auto& c : chunks) {
-      if (c.owned.empty()) continue;
-      Rect blocks = Rect(threads.rank(), {0, 0, 0}, {1, 1, 1});
-      for (int a = 0; a < threads.rank(); ++a) {
-        int64_t lo = a < c.owned.rank ? c.owned.lo[a] : 0;
-        int64_t hi = a < c.owned.rank ? c.owned.hi[a] : threads[a];
-        int64_t b = block.get(a);
-        if (lo % b != 0 || (hi % b != 0 && hi < threads[a]))
-          throw LaunchError(fmt::format(
-              "work::{}: chunk {} does not start and end on block boundaries (block {}); choose "
-              "chunk sizes that are multiples of the block size",
-              name, c.owned.str(), block.str()));
-        blocks.lo[a] = lo / b;
-        blocks.hi[a] = hi >= threads[a] ? grid[a] : hi / b;
-      }
-      if (!blocks.empty()) out.push_back({blocks, c.device});
-    }
-    return out;
-  });
+  return WorkDistribution(
+      name,
+      [chunks = std::move(chunks), name](const Dim& threads, const Dim& block, int) {
+        Dim grid = grid_of(threads, block);
+        std::vector<Superblock> out;
+        for (const auto& c : chunks) {
+          if (c.owned.empty()) continue;
+          Rect blocks = Rect(threads.rank(), {0, 0, 0}, {1, 1, 1});
+          for (int a = 0; a < threads.rank(); ++a) {
+            int64_t lo = a < c.owned.rank ? c.owned.lo[a] : 0;
+            int64_t hi = a < c.owned.rank ? c.owned.hi[a] : threads[a];
+            int64_t b = block.get(a);
+            if (lo % b != 0 || (hi % b != 0 && hi < threads[a]))
+              throw LaunchError(
+                  fmt::format("work::{}: chunk {} does not start and end on block boundaries "
+                              "(block {}); choose "
+                              "chunk sizes that are multiples of the block size",
+                              name, c.owned.str(), block.str()));
+            blocks.lo[a] = lo / b;
+            blocks.hi[a] = hi >= threads[a] ? grid[a] : hi / b;
+          }
+          if (!blocks.empty()) out.push_back({blocks, c.device});
+        }
+        return out;
+      },
+      true);
 }
 
 WorkDistribution custom(std::string name, WorkDistribution::Fn fn) {

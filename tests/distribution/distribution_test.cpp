@@ -101,5 +101,41 @@ TEST(Work, TilesAndLike) {
   EXPECT_THROW(overlap.superblocks({64}, {16}, 1), LaunchError);
 }
 
+// A built-in distribution keeps its last superblocks for a launch that repeats its
+// threads, block and devices (every launch of a chain asks), and computes them again for
+// others; a failure is not kept. A custom one is asked every time, as it may change.
+TEST(Work, BuiltInDistributionsKeepTheirLastSuperblocks) {
+  const auto tiles = work::tiles({64, 32});
+  const auto copy = tiles;  // copies share what was kept
+  std::vector<Superblock> out(7, Superblock{Rect(1, {0, 0, 0}, {1, 1, 1}), 5});
+  tiles.superblocks({100, 50}, {16, 16}, 2, out);
+  const auto fresh = work::custom("tiles again", [](const Dim& t, const Dim& b, int d) {
+                       return work::tiles({64, 32}).superblocks(t, b, d);
+                     }).superblocks({100, 50}, {16, 16}, 2);
+  ASSERT_EQ(out.size(), 4u);
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    for (std::size_t k = 0; k < fresh.size(); ++k) {
+      EXPECT_EQ(out[k].blocks, fresh[k].blocks) << k;
+      EXPECT_EQ(out[k].device, fresh[k].device) << k;
+    }
+    copy.superblocks({100, 50}, {16, 16}, 2, out);
+  }
+  copy.superblocks({100, 50}, {16, 16}, 1, out);  // other devices: all on device 0
+  ASSERT_EQ(out.size(), 4u);
+  for (const auto& sb : out) EXPECT_EQ(sb.device, 0);
+  tiles.superblocks({200, 50}, {16, 16}, 1, out);  // other threads: 13 x 4 blocks
+  EXPECT_EQ(out.size(), 8u);
+  EXPECT_THROW(tiles.superblocks({100, 50}, {24, 16}, 1, out), LaunchError);
+  EXPECT_THROW(tiles.superblocks({100, 50}, {24, 16}, 1, out), LaunchError);
+
+  int asked = 0;
+  const auto counted = work::custom("counted", [&asked](const Dim& t, const Dim& b, int d) {
+    ++asked;
+    return work::tiles({64}).superblocks(t, b, d);
+  });
+  for (int k = 0; k < 3; ++k) counted.superblocks({128}, {16}, 1, out);
+  EXPECT_EQ(asked, 3);
+}
+
 }  // namespace
 }  // namespace gridspan

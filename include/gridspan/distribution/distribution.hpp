@@ -76,15 +76,24 @@ class WorkDistribution {
  public:
   using Fn =
       std::function<std::vector<Superblock>(const Dim& threads, const Dim& block, int devices)>;
-  WorkDistribution(std::string name, Fn fn);
+  /// `pure`: `fn` depends on its arguments only (the built-in distributions), so the last
+  /// result is kept for a launch that repeats them; a custom one is asked every time.
+  WorkDistribution(std::string name, Fn fn, bool pure = false);
   /// The superblocks of a launch. Throws LaunchError when they overlap, leave blocks out,
   /// or are not block-aligned.
   std::vector<Superblock> superblocks(const Dim& threads, const Dim& block, int devices) const;
+  /// The same into `out` (whose memory it reuses); a pure distribution asked the same as
+  /// last time copies what it found then.
+  void superblocks(const Dim& threads, const Dim& block, int devices,
+                   std::vector<Superblock>& out) const;
   const std::string& name() const { return name_; }
 
  private:
+  struct Last;  // the last superblocks a pure distribution gave (shared by its copies)
+  std::vector<Superblock> checked(const Dim& threads, const Dim& block, int devices) const;
   std::string name_;
   Fn fn_;
+  std::shared_ptr<Last> last_;
 };
 
 namespace work {
