@@ -670,7 +670,8 @@ Plan Planner::launch(const LaunchSpec& spec) {
   });
   if (!memoize_ || cached) return Launch(*this, spec, nullptr).plan();
   if (const Skeleton* s = memo_.find(spec))
-    return LaunchMemo::instantiate(*s, spec, records_, last_task_, last_chunk_);
+    return LaunchMemo::instantiate(*s, spec, records_, last_task_, last_chunk_,
+                                   std::move(spare_tasks_));
   const TaskId first = last_task_ + 1;
   const ChunkId chunk_base = last_chunk_;
   std::vector<RecordOp> ops;

@@ -97,11 +97,13 @@ void LaunchMemo::keep(const LaunchSpec& spec, const Plan& plan, std::vector<Reco
 }
 
 Plan LaunchMemo::instantiate(const Skeleton& s, const LaunchSpec& spec, RegionRecords& records,
-                             TaskId& last_task, ChunkId& last_chunk) {
+                             TaskId& last_task, ChunkId& last_chunk, std::vector<Task> reuse) {
   const TaskId by = last_task + 1 - s.first;
   const ChunkId chunks_by = last_chunk - s.chunk_base;
   Plan plan;
-  plan.tasks = s.tasks;
+  plan.tasks = std::move(reuse);
+  plan.tasks.resize(s.tasks.size());
+  for (std::size_t k = 0; k < s.tasks.size(); ++k) plan.tasks[k] = s.tasks[k];
   Scratch<std::vector<std::size_t>> index;  // task id - first -> index in the plan
   std::vector<std::size_t>& at = *index;
   at.resize(s.tasks.size());

@@ -65,9 +65,10 @@ class LaunchMemo {
   void keep(const LaunchSpec& spec, const Plan& plan, std::vector<RecordOp> ops, TaskId plan_first,
             ChunkId chunk_base, ChunkId chunk_end);
   /// The plan of a repeat: tasks with ids after `last_task`, temporaries after `last_chunk`
-  /// (both advanced), `spec`'s scalars, and dependencies from `records`.
+  /// (both advanced), `spec`'s scalars, and dependencies from `records`. Its tasks are
+  /// copied over those of `reuse` (any tasks), whose vectors keep their memory.
   static Plan instantiate(const Skeleton& s, const LaunchSpec& spec, RegionRecords& records,
-                          TaskId& last_task, ChunkId& last_chunk);
+                          TaskId& last_task, ChunkId& last_chunk, std::vector<Task> reuse = {});
   uint64_t hits() const { return hits_; }
   std::size_t size() const { return kept_.size(); }
 

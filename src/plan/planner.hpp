@@ -109,6 +109,11 @@ class Planner {
   void set_memoize(bool on) { memoize_ = on; }
   /// Launches planned from a kept skeleton so far.
   uint64_t memo_hits() const { return memo_.hits(); }
+  /// Tasks whose memory the next repeated launch may reuse (what a runner gave back once it
+  /// had taken a plan's tasks): copied over, their vectors keep their memory.
+  void reuse_tasks(std::vector<Task>&& tasks) {
+    if (tasks.capacity() > spare_tasks_.capacity()) spare_tasks_ = std::move(tasks);
+  }
 
  private:
   class Launch;  // one launch's passes (launch.cpp)
@@ -125,6 +130,7 @@ class Planner {
   ReadCache read_cache_;
   bool memoize_ = true;
   LaunchMemo memo_;
+  std::vector<Task> spare_tasks_;  // reuse_tasks
 };
 
 }  // namespace gridspan::plan

@@ -69,7 +69,9 @@ plan::Planner& Driver::planner() {
 
 plan::TaskId Driver::submit(plan::Plan plan) {
   const plan::TaskId done = plan.done;
-  live().submit(std::move(plan));
+  Runner& runner = live();
+  runner.submit(std::move(plan));
+  planner_->reuse_tasks(runner.spare_tasks());
   return done;
 }
 

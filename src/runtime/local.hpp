@@ -33,7 +33,11 @@ class LocalRunner final : public Runner {
   std::vector<int> rank_of_device() const override { return {}; }
   std::vector<RankInfo> ranks() const override { return {describe(0)}; }
   void add_executable(std::shared_ptr<const plan::Executable> executable) override;
-  void submit(plan::Plan plan) override { worker_->submit(std::move(plan.tasks)); }
+  void submit(plan::Plan plan) override {
+    worker_->submit(std::move(plan.tasks));
+    spare_ = std::move(plan.tasks);  // the worker's finished tasks, swapped for the new ones
+  }
+  std::vector<plan::Task> spare_tasks() override { return std::move(spare_); }
   void wait(plan::TaskId task) override { worker_->wait(task); }
   bool is_done(plan::TaskId task) const override { return worker_->is_done(task); }
   void drop_finished(std::vector<plan::TaskId>& tasks) const override {
@@ -62,6 +66,7 @@ class LocalRunner final : public Runner {
   std::unique_ptr<Worker> worker_;
   std::unique_ptr<Transfers> transfers_;  // the worker's transfer tasks; outlives the worker
   std::vector<std::shared_ptr<const plan::Executable>> executables_;
+  std::vector<plan::Task> spare_;  // spare_tasks
 };
 
 }  // namespace gridspan::runtime

@@ -34,6 +34,8 @@ class Runner {
   virtual void add_executable(std::shared_ptr<const plan::Executable> executable) = 0;
   /// Submits a plan; `plan.done` is the task to wait for.
   virtual void submit(plan::Plan plan) = 0;
+  /// Tasks it no longer needs, whose memory a planner may reuse (reuse_tasks); none here.
+  virtual std::vector<plan::Task> spare_tasks() { return {}; }
   /// Blocks until `task` is finished; throws its error.
   virtual void wait(plan::TaskId task) = 0;
   virtual bool is_done(plan::TaskId task) const = 0;

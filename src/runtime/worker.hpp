@@ -83,7 +83,8 @@ class Worker {
   Worker& operator=(const Worker&) = delete;
 
   /// Adds tasks; their dependencies are tasks submitted earlier (or in this batch, before
-  /// them). Dependencies on finished tasks are satisfied at once.
+  /// them). Dependencies on finished tasks are satisfied at once. Leaves in `tasks` finished
+  /// tasks (or empty ones), whose memory the caller may reuse.
   void submit(std::vector<plan::Task>&& tasks);
   /// Where transfer tasks go (before any is submitted; null: a transfer task fails).
   void connect(TransferHooks* hooks) { hooks_ = hooks; }
