@@ -417,6 +417,8 @@ bool Worker::size_and_stage(Node* node, std::size_t budget, std::exception_ptr& 
   } catch (const Error& e) {
     error = std::make_exception_ptr(
         Error(fmt::format("{} (task {} {} on device {})", e.what(), t.id, t.kind(), t.device)));
+  } catch (...) {
+    error = std::current_exception();
   }
   node->sized = true;
   return staged;
