@@ -296,11 +296,35 @@ WorkDistribution tiles(Dim per) {
       true);
 }
 
+namespace {
+
+// like() maps thread axis k to array axis k: a launch whose threads do not have the array's
+// extents there (threads laid out x = columns, or padded) cannot follow its chunks.
+void check_like_shape(const std::vector<ChunkSpec>& chunks, const Dim& threads,
+                      const std::string& name) {
+  if (chunks.empty()) return;
+  const int rank = std::min(threads.rank(), chunks[0].region.rank);
+  Dim shape = Dim::of_rank(rank, 0);
+  for (const auto& c : chunks)
+    for (int a = 0; a < rank; ++a) shape[a] = std::max(shape[a], c.region.hi[a]);
+  for (int a = 0; a < rank; ++a)
+    if (shape[a] != threads[a])
+      throw LaunchError(fmt::format(
+          "work::{}: the launch's threads {} do not match the array's extents {} on axis {}; "
+          "like() runs thread axis k over array axis k, so the threads must have the array's "
+          "shape (`global [i, j]` over threads {{rows, cols}}); for threads laid out x = "
+          "columns, or padded, use work::tiles",
+          name, threads.str(), shape.str(), a));
+}
+
+}  // namespace
+
 WorkDistribution like_chunks(std::vector<ChunkSpec> chunks, std::string array_name) {
   std::string name = "like(" + array_name + ")";
   return WorkDistribution(
       name,
       [chunks = std::move(chunks), name](const Dim& threads, const Dim& block, int) {
+        check_like_shape(chunks, threads, name);
         Dim grid = grid_of(threads, block);
         std::vector<Superblock> out;
         for (const auto& c : chunks) {

@@ -94,6 +94,18 @@ TEST(Work, TilesAndLike) {
   EXPECT_EQ(like[3].device, 1);
   EXPECT_THROW(work::like_chunks(dist::rows(30).chunks({100}, 2), "a").superblocks({100}, {16}, 2),
                LaunchError);
+  // Threads laid out x = columns over a rows x columns array: a clear error, not a
+  // misaligned chunk.
+  try {
+    work::like_chunks(dist::rows(16).chunks({64, 32}, 2), "out").superblocks({32, 64}, {32, 8}, 2);
+    FAIL();
+  } catch (const LaunchError& e) {
+    EXPECT_NE(std::string(e.what()).find("work::like(out): the launch's threads {32, 64} do not "
+                                         "match the array's extents {64, 32} on axis 0"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("use work::tiles"), std::string::npos) << e.what();
+  }
   auto overlap = work::custom("overlap", [](const Dim&, const Dim&, int) {
     return std::vector<Superblock>{{Rect(1, {0, 0, 0}, {3, 1, 1}), 0},
                                    {Rect(1, {2, 0, 0}, {5, 1, 1}), 0}};
