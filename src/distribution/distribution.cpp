@@ -298,8 +298,8 @@ WorkDistribution tiles(Dim per) {
 
 namespace {
 
-// like() maps thread axis k to array axis k: a launch whose threads do not have the array's
-// extents there (threads laid out x = columns, or padded) cannot follow its chunks.
+// like() maps thread axis k to array axis k: a launch whose threads pass the array's extent
+// on an axis (threads laid out x = columns, or padded) cannot follow its chunks.
 void check_like_shape(const std::vector<ChunkSpec>& chunks, const Dim& threads,
                       const std::string& name) {
   if (chunks.empty()) return;
@@ -308,9 +308,9 @@ void check_like_shape(const std::vector<ChunkSpec>& chunks, const Dim& threads,
   for (const auto& c : chunks)
     for (int a = 0; a < rank; ++a) shape[a] = std::max(shape[a], c.region.hi[a]);
   for (int a = 0; a < rank; ++a)
-    if (shape[a] != threads[a])
+    if (threads[a] > shape[a])
       throw LaunchError(fmt::format(
-          "work::{}: the launch's threads {} do not match the array's extents {} on axis {}; "
+          "work::{}: the launch's threads {} pass the array's extents {} on axis {}; "
           "like() runs thread axis k over array axis k, so the threads must have the array's "
           "shape (`global [i, j]` over threads {{rows, cols}}); for threads laid out x = "
           "columns, or padded, use work::tiles",

@@ -100,12 +100,16 @@ TEST(Work, TilesAndLike) {
     work::like_chunks(dist::rows(16).chunks({64, 32}, 2), "out").superblocks({32, 64}, {32, 8}, 2);
     FAIL();
   } catch (const LaunchError& e) {
-    EXPECT_NE(std::string(e.what()).find("work::like(out): the launch's threads {32, 64} do not "
-                                         "match the array's extents {64, 32} on axis 0"),
+    EXPECT_NE(std::string(e.what()).find("work::like(out): the launch's threads {32, 64} pass "
+                                         "the array's extents {64, 32} on axis 1"),
               std::string::npos)
         << e.what();
     EXPECT_NE(std::string(e.what()).find("use work::tiles"), std::string::npos) << e.what();
   }
+  // Threads over the first rows only still follow the chunks there.
+  auto part = work::like_chunks(dist::rows(32).chunks({100}, 2), "a").superblocks({48}, {16}, 2);
+  ASSERT_EQ(part.size(), 2u);
+  EXPECT_EQ(part[1].blocks, Rect(1, {2, 0, 0}, {3, 1, 1}));
   auto overlap = work::custom("overlap", [](const Dim&, const Dim&, int) {
     return std::vector<Superblock>{{Rect(1, {0, 0, 0}, {3, 1, 1}), 0},
                                    {Rect(1, {2, 0, 0}, {5, 1, 1}), 0}};
