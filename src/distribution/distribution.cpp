@@ -2,7 +2,6 @@
 #include "gridspan/distribution/distribution.hpp"
 
 #include <algorithm>
-#include <mutex>
 
 #include <fmt/format.h>
 
@@ -194,18 +193,8 @@ DataDistribution custom(std::string name, DataDistribution::Fn fn) {
 
 }  // namespace dist
 
-struct WorkDistribution::Last {
-  std::mutex mutex;
-  bool valid = false;
-  Dim threads, block;
-  int devices = 0;
-  std::vector<Superblock> superblocks;
-};
-
-WorkDistribution::WorkDistribution(std::string name, Fn fn, bool pure)
-    : name_(std::move(name)),
-      fn_(std::move(fn)),
-      last_(pure ? std::make_shared<Last>() : nullptr) {}
+WorkDistribution::WorkDistribution(std::string name, Fn fn)
+    : name_(std::move(name)), fn_(std::move(fn)) {}
 
 std::vector<Superblock> WorkDistribution::superblocks(const Dim& threads, const Dim& block,
                                                       int devices) const {
@@ -214,20 +203,30 @@ std::vector<Superblock> WorkDistribution::superblocks(const Dim& threads, const 
   return out;
 }
 
+// work::tiles depends on its tile, the threads, the block and the devices only: the last
+// answer on this thread serves a launch that repeats them, whichever object asks (a chain
+// of launches often makes its tiles in the call).
 void WorkDistribution::superblocks(const Dim& threads, const Dim& block, int devices,
                                    std::vector<Superblock>& out) const {
-  if (!last_) {
+  if (tile_.rank() == 0) {
     out = checked(threads, block, devices);
     return;
   }
-  std::lock_guard lock(last_->mutex);
-  Last& l = *last_;
-  if (!l.valid || l.devices != devices || !(l.threads == threads) || !(l.block == block)) {
-    l.valid = false;
-    l.superblocks = checked(threads, block, devices);
-    l.threads = threads, l.block = block, l.devices = devices, l.valid = true;
+  struct Last {
+    bool valid = false;
+    Dim tile, threads, block;
+    int devices = 0;
+    std::vector<Superblock> superblocks;
+  };
+  thread_local Last last;
+  if (!last.valid || last.devices != devices || !(last.tile == tile_) ||
+      !(last.threads == threads) || !(last.block == block)) {
+    last.valid = false;
+    last.superblocks = checked(threads, block, devices);
+    last.tile = tile_, last.threads = threads, last.block = block, last.devices = devices;
+    last.valid = true;
   }
-  out = l.superblocks;
+  out = last.superblocks;
 }
 
 std::vector<Superblock> WorkDistribution::checked(const Dim& threads, const Dim& block,
@@ -269,31 +268,30 @@ namespace work {
 
 WorkDistribution tiles(Dim per) {
   // The name is spelled out only in messages: launches build this on their hot path.
-  return WorkDistribution(
-      "tiles",
-      [per](const Dim& threads, const Dim& block, int devices) {
-        auto name = [&] { return "tiles(" + per.str() + ")"; };
-        if (per.rank() != threads.rank())
-          throw LaunchError(fmt::format(
-              "work::{}: the superblock has rank {} but the launch's threads {} have rank {}",
-              name(), per.rank(), threads.str(), threads.rank()));
-        Dim tile = Dim::of_rank(threads.rank(), 1);
-        for (int a = 0; a < threads.rank(); ++a) {
-          int64_t b = block.get(a);
-          if (per[a] <= 0 || per[a] % b != 0)
-            throw LaunchError(
-                fmt::format("work::{}: the superblock size {} is not a multiple of the block size "
-                            "{} on axis {}; "
-                            "make every superblock extent a multiple of the block's",
-                            name(), per.str(), block.str(), a));
-          tile[a] = per[a] / b;
-        }
-        std::vector<Superblock> out;
-        int n = 0;
-        for (const Rect& r : cut(grid_of(threads, block), tile)) out.push_back({r, n++ % devices});
-        return out;
-      },
-      true);
+  WorkDistribution w("tiles", [per](const Dim& threads, const Dim& block, int devices) {
+    auto name = [&] { return "tiles(" + per.str() + ")"; };
+    if (per.rank() != threads.rank())
+      throw LaunchError(fmt::format(
+          "work::{}: the superblock has rank {} but the launch's threads {} have rank {}", name(),
+          per.rank(), threads.str(), threads.rank()));
+    Dim tile = Dim::of_rank(threads.rank(), 1);
+    for (int a = 0; a < threads.rank(); ++a) {
+      int64_t b = block.get(a);
+      if (per[a] <= 0 || per[a] % b != 0)
+        throw LaunchError(
+            fmt::format("work::{}: the superblock size {} is not a multiple of the block size "
+                        "{} on axis {}; "
+                        "make every superblock extent a multiple of the block's",
+                        name(), per.str(), block.str(), a));
+      tile[a] = per[a] / b;
+    }
+    std::vector<Superblock> out;
+    int n = 0;
+    for (const Rect& r : cut(grid_of(threads, block), tile)) out.push_back({r, n++ % devices});
+    return out;
+  });
+  w.tile_ = per;
+  return w;
 }
 
 namespace {
@@ -322,8 +320,7 @@ void check_like_shape(const std::vector<ChunkSpec>& chunks, const Dim& threads,
 WorkDistribution like_chunks(std::vector<ChunkSpec> chunks, std::string array_name) {
   std::string name = "like(" + array_name + ")";
   return WorkDistribution(
-      name,
-      [chunks = std::move(chunks), name](const Dim& threads, const Dim& block, int) {
+      name, [chunks = std::move(chunks), name](const Dim& threads, const Dim& block, int) {
         check_like_shape(chunks, threads, name);
         Dim grid = grid_of(threads, block);
         std::vector<Superblock> out;
@@ -346,8 +343,7 @@ WorkDistribution like_chunks(std::vector<ChunkSpec> chunks, std::string array_na
           if (!blocks.empty()) out.push_back({blocks, c.device});
         }
         return out;
-      },
-      true);
+      });
 }
 
 WorkDistribution custom(std::string name, WorkDistribution::Fn fn) {

@@ -117,14 +117,13 @@ TEST(Work, TilesAndLike) {
   EXPECT_THROW(overlap.superblocks({64}, {16}, 1), LaunchError);
 }
 
-// A built-in distribution keeps its last superblocks for a launch that repeats its
-// threads, block and devices (every launch of a chain asks), and computes them again for
-// others; a failure is not kept. A custom one is asked every time, as it may change.
-TEST(Work, BuiltInDistributionsKeepTheirLastSuperblocks) {
-  const auto tiles = work::tiles({64, 32});
-  const auto copy = tiles;  // copies share what was kept
+// work::tiles keeps, per thread, its last superblocks for a launch that repeats its tile,
+// threads, block and devices (every launch of a chain asks, often with tiles made in the
+// call), and computes them again for others; a failure is not kept. A custom distribution
+// is asked every time, as it may change its answer.
+TEST(Work, TilesKeepTheirLastSuperblocks) {
   std::vector<Superblock> out(7, Superblock{Rect(1, {0, 0, 0}, {1, 1, 1}), 5});
-  tiles.superblocks({100, 50}, {16, 16}, 2, out);
+  work::tiles({64, 32}).superblocks({100, 50}, {16, 16}, 2, out);
   const auto fresh = work::custom("tiles again", [](const Dim& t, const Dim& b, int d) {
                        return work::tiles({64, 32}).superblocks(t, b, d);
                      }).superblocks({100, 50}, {16, 16}, 2);
@@ -134,13 +133,16 @@ TEST(Work, BuiltInDistributionsKeepTheirLastSuperblocks) {
       EXPECT_EQ(out[k].blocks, fresh[k].blocks) << k;
       EXPECT_EQ(out[k].device, fresh[k].device) << k;
     }
-    copy.superblocks({100, 50}, {16, 16}, 2, out);
+    work::tiles({64, 32}).superblocks({100, 50}, {16, 16}, 2, out);  // made again: kept ones
   }
-  copy.superblocks({100, 50}, {16, 16}, 1, out);  // other devices: all on device 0
+  const auto tiles = work::tiles({64, 32});
+  tiles.superblocks({100, 50}, {16, 16}, 1, out);  // other devices: all on device 0
   ASSERT_EQ(out.size(), 4u);
   for (const auto& sb : out) EXPECT_EQ(sb.device, 0);
   tiles.superblocks({200, 50}, {16, 16}, 1, out);  // other threads: 13 x 4 blocks
   EXPECT_EQ(out.size(), 8u);
+  work::tiles({32, 32}).superblocks({200, 50}, {16, 16}, 1, out);  // another tile: 7 x 2
+  EXPECT_EQ(out.size(), 14u);
   EXPECT_THROW(tiles.superblocks({100, 50}, {24, 16}, 1, out), LaunchError);
   EXPECT_THROW(tiles.superblocks({100, 50}, {24, 16}, 1, out), LaunchError);
 

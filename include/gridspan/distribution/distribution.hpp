@@ -72,28 +72,31 @@ struct Superblock {
   int device = 0;
 };
 
+class WorkDistribution;
+namespace work {
+WorkDistribution tiles(Dim threads_per_superblock);
+}
+
 class WorkDistribution {
  public:
   using Fn =
       std::function<std::vector<Superblock>(const Dim& threads, const Dim& block, int devices)>;
-  /// `pure`: `fn` depends on its arguments only (the built-in distributions), so the last
-  /// result is kept for a launch that repeats them; a custom one is asked every time.
-  WorkDistribution(std::string name, Fn fn, bool pure = false);
+  WorkDistribution(std::string name, Fn fn);
   /// The superblocks of a launch. Throws LaunchError when they overlap, leave blocks out,
   /// or are not block-aligned.
   std::vector<Superblock> superblocks(const Dim& threads, const Dim& block, int devices) const;
-  /// The same into `out` (whose memory it reuses); a pure distribution asked the same as
-  /// last time copies what it found then.
+  /// The same into `out` (whose memory it reuses). `work::tiles` keeps, per thread, the
+  /// superblocks it gave last: a launch asking the same again copies them.
   void superblocks(const Dim& threads, const Dim& block, int devices,
                    std::vector<Superblock>& out) const;
   const std::string& name() const { return name_; }
 
  private:
-  struct Last;  // the last superblocks a pure distribution gave (shared by its copies)
+  friend WorkDistribution work::tiles(Dim);
   std::vector<Superblock> checked(const Dim& threads, const Dim& block, int devices) const;
   std::string name_;
   Fn fn_;
-  std::shared_ptr<Last> last_;
+  Dim tile_;  // work::tiles' threads per superblock (rank 0: another distribution)
 };
 
 namespace work {
