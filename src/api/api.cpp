@@ -77,7 +77,6 @@ struct KernelState {
   // Where each scalar parameter's value starts in a launch's packed values (8 bytes each,
   // in parameter order): the same for every launch of the kernel.
   std::shared_ptr<const std::vector<uint32_t>> scalar_offsets;
-  std::size_t scalar_count = 0;
   // The last launch's packed scalar values: a launch with the same values shares them
   // (a chain of launches allocates none).
   std::mutex scalars_mutex;
@@ -97,7 +96,7 @@ void set_scalar_layout(KernelState& state) {
   auto offsets = std::make_shared<std::vector<uint32_t>>(state.params.size(), 0);
   uint32_t at = 0;
   for (std::size_t i = 0; i < state.params.size(); ++i)
-    if (!state.params[i].is_array) (*offsets)[i] = at, at += 8, ++state.scalar_count;
+    if (!state.params[i].is_array) (*offsets)[i] = at, at += 8;
   state.scalar_offsets = std::move(offsets);
 }
 

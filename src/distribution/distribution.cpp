@@ -219,8 +219,8 @@ void WorkDistribution::superblocks(const Dim& threads, const Dim& block, int dev
     std::vector<Superblock> superblocks;
   };
   thread_local Last last;
-  if (!last.valid || last.devices != devices || !(last.tile == tile_) ||
-      !(last.threads == threads) || !(last.block == block)) {
+  if (!last.valid || last.devices != devices || last.tile != tile_ || last.threads != threads ||
+      last.block != block) {
     last.valid = false;
     last.superblocks = checked(threads, block, devices);
     last.tile = tile_, last.threads = threads, last.block = block, last.devices = devices;
@@ -278,11 +278,10 @@ WorkDistribution tiles(Dim per) {
     for (int a = 0; a < threads.rank(); ++a) {
       int64_t b = block.get(a);
       if (per[a] <= 0 || per[a] % b != 0)
-        throw LaunchError(
-            fmt::format("work::{}: the superblock size {} is not a multiple of the block size "
-                        "{} on axis {}; "
-                        "make every superblock extent a multiple of the block's",
-                        name(), per.str(), block.str(), a));
+        throw LaunchError(fmt::format(
+            "work::{}: the superblock size {} is not a multiple of the block size {} on axis {}; "
+            "make every superblock extent a multiple of the block's",
+            name(), per.str(), block.str(), a));
       tile[a] = per[a] / b;
     }
     std::vector<Superblock> out;
@@ -332,11 +331,10 @@ WorkDistribution like_chunks(std::vector<ChunkSpec> chunks, std::string array_na
             int64_t hi = a < c.owned.rank ? c.owned.hi[a] : threads[a];
             int64_t b = block.get(a);
             if (lo % b != 0 || (hi % b != 0 && hi < threads[a]))
-              throw LaunchError(
-                  fmt::format("work::{}: chunk {} does not start and end on block boundaries "
-                              "(block {}); choose "
-                              "chunk sizes that are multiples of the block size",
-                              name, c.owned.str(), block.str()));
+              throw LaunchError(fmt::format(
+                  "work::{}: chunk {} does not start and end on block boundaries (block {}); "
+                  "choose chunk sizes that are multiples of the block size",
+                  name, c.owned.str(), block.str()));
             blocks.lo[a] = lo / b;
             blocks.hi[a] = hi >= threads[a] ? grid[a] : hi / b;
           }

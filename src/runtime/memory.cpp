@@ -713,6 +713,7 @@ struct MemoryManager::Impl {
     }
   }
 
+  // The bytes of every chunk `uses` names (a chunk named twice counts twice).
   std::size_t bytes_of(const std::vector<ChunkUse>& uses) {
     std::size_t total = 0;
     for (const ChunkUse& use : uses) total += find(use.chunk).bytes;
@@ -953,11 +954,6 @@ std::size_t MemoryManager::bytes(ChunkId chunk) const {
   }
   std::lock_guard lock(impl_->mutex);
   return impl_->find(chunk).bytes;
-}
-
-std::size_t MemoryManager::bytes(const std::vector<ChunkUse>& uses) const {
-  std::lock_guard lock(impl_->mutex);
-  return impl_->bytes_of(uses);
 }
 
 void MemoryManager::unstage(const std::vector<ChunkUse>& uses) {

@@ -72,7 +72,8 @@ class MemoryManager {
   /// otherwise changes nothing and returns false (then call try_stage). Callers may hold
   /// their own locks around it.
   bool try_stage_resident(const std::vector<ChunkUse>& uses);
-  /// bytes(uses) into `bytes`, then try_stage_resident(uses) if they are at most `budget`
+  /// The bytes of every chunk `uses` names (one named twice counts twice) into `bytes`,
+  /// then try_stage_resident(uses) if they are at most `budget`
   /// (false, staging nothing, if not): the usual first staging of a task, under one lock.
   bool size_and_stage_resident(const std::vector<ChunkUse>& uses, std::size_t budget,
                                std::size_t& bytes);
@@ -84,8 +85,6 @@ class MemoryManager {
   /// out[i] = data(chunks[i]) for each, under one lock.
   void data(const ChunkId* chunks, std::size_t n, void** out) const;
   std::size_t bytes(ChunkId chunk) const;
-  /// The bytes of every chunk `uses` names (a chunk named twice counts twice), one lock.
-  std::size_t bytes(const std::vector<ChunkUse>& uses) const;
   /// Unpins; chunks that were written lose their host and disk copies.
   void unstage(const std::vector<ChunkUse>& uses);
   /// retire(task, uses) and unstage(uses) under one lock (the end of every staged task).

@@ -16,10 +16,10 @@
 namespace gridspan::runtime {
 
 // Kernels of one launch on one GPU go as one submission (one kernel launch over all their
-// superblocks, where the backend can): up to this many, of at most so many blocks each.
-// Only small ones: a launch costs them as much as they run, while large ones run slower as
-// parts of one launch than on their own (on an H200, HotSpot and Black-Scholes at 1.6 GB:
-// 72% and 29% over plain CUDA batched, 7% and 5% not).
+// superblocks, where the backend can): up to this many, of at most GRIDSPAN_BATCH_BLOCKS
+// blocks each. Only small ones: a launch costs them as much as they run, while large ones
+// run slower as parts of one launch than on their own (on an H200, HotSpot and
+// Black-Scholes at 1.6 GB: 37% and 16% over plain CUDA batched, 6% not).
 constexpr std::size_t kMaxBatch = 8;
 
 using plan::Task;
