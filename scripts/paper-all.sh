@@ -41,7 +41,7 @@ for group in $RUN_GROUPS; do
     large) EXTRA="--gpus 1,2" bench large $LARGE ;;
     ooc) EXTRA="--gpus 1 --out-of-core" bench ooc $OOC ;;
     sweep) EXTRA="--gpus 1,2" bench sweep $SWEEP ;;
-    beyond) EXTRA="--gpus 2" bench beyond $BEYOND ;;
+    beyond) EXTRA="--gpus 2 --pieces 4" bench beyond $BEYOND ;;  # chunks that fit
     *) echo "paper-all: unknown group $group (large, ooc, sweep, beyond)" >&2; exit 2 ;;
   esac
 done

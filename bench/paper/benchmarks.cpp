@@ -68,10 +68,8 @@ bool odd(int s) {
   return s % 2 != 0;
 }
 
-// Chunks of about 1/(4 devices) of `n` along axis 0, rounded up to `align`: four per
-// device, so that a run with half of the data in device memory can stream them.
-int64_t share(int64_t n, int devices, int64_t align) {
-  const int64_t pieces = 4 * int64_t(devices);
+// Chunks of about 1/pieces of `n` along axis 0, rounded up to `align`.
+int64_t share(int64_t n, int pieces, int64_t align) {
   int64_t per = (n + pieces - 1) / pieces;
   return std::max<int64_t>(align, (per + align - 1) / align * align);
 }
@@ -833,7 +831,7 @@ std::string generator_annotation(int rank) {
 }
 
 // Threads along the last axis (coalesced); superblocks are slabs along the first.
-GeneratorLaunch generator_launch(const ArraySpec& a, int devices) {
+GeneratorLaunch generator_launch(const ArraySpec& a, int pieces) {
   GeneratorLaunch l;
   const int r = a.shape.rank();
   const int64_t last = a.shape[r - 1];
@@ -844,15 +842,15 @@ GeneratorLaunch generator_launch(const ArraySpec& a, int devices) {
   if (r == 1) {
     l.threads = gs::Dim{first};
     l.block = gs::Dim{bx};
-    l.superblock = gs::Dim{round_up(share(first, devices, 1), bx)};
+    l.superblock = gs::Dim{round_up(share(first, pieces, 1), bx)};
   } else if (r == 2) {
     l.threads = gs::Dim{last, first};
     l.block = gs::Dim{bx, by};
-    l.superblock = gs::Dim{round_up(last, bx), round_up(share(first, devices, 1), by)};
+    l.superblock = gs::Dim{round_up(last, bx), round_up(share(first, pieces, 1), by)};
   } else {
     l.threads = gs::Dim{last, a.shape[1], first};
     l.block = gs::Dim{bx, 1, 1};
-    l.superblock = gs::Dim{round_up(last, bx), a.shape[1], share(first, devices, 1)};
+    l.superblock = gs::Dim{round_up(last, bx), a.shape[1], share(first, pieces, 1)};
   }
   for (int ax = 0; ax < r; ++ax) l.scalars.push_back(int64_t(a.shape[ax]));
   l.scalars.push_back(a.gen.seed);

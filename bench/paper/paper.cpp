@@ -97,17 +97,17 @@ void generate(gs::Context& ctx, std::map<std::string, gs::Kernel>& kernels, cons
   kernels[fn].launch_packed(l.threads, l.block, gs::work::tiles(l.superblock), args);
 }
 
-// `split` > 1 cuts every chunk and superblock into that many (out-of-core runs stream
-// finer pieces, so that part of the data stays resident between sweeps).
 // 1, or the MPI ranks when run under mpirun (rank 0 runs the benchmarks over all of them).
 int mpi_ranks() {
   return gs::process_count();
 }
 
-// `one_process`: under mpirun, rank 0 alone with `gpus` GPUs (the others wait). `backend`
-// "cpu": `gpus` virtual cpu devices instead (GRIDSPAN_CPU_THREADS threads each).
+// `per_gpu`: chunks and superblocks per GPU (out-of-core runs stream finer pieces, so that
+// part of the data stays resident between sweeps). `one_process`: under mpirun, rank 0 alone with
+// `gpus` GPUs (the others wait). `backend` "cpu": `gpus` virtual cpu devices instead
+// (GRIDSPAN_CPU_THREADS threads each).
 Timing run_gridspan(const Spec& spec, const std::string& backend, int gpus,
-                    std::size_t device_memory, int runs, int split = 1, bool one_process = false) {
+                    std::size_t device_memory, int runs, int per_gpu, bool one_process = false) {
   gs::Config c = gs::Config::from_env();
   c.backend = backend;
   // Under mpirun `gpus` counts every rank's: each rank takes its share.
@@ -127,9 +127,10 @@ Timing run_gridspan(const Spec& spec, const std::string& backend, int gpus,
   std::map<std::string, AnyArray> arrays;
   std::map<std::string, gs::Kernel> generators;
   for (const auto& a : spec.arrays) {
-    auto it = arrays.emplace(a.name, create(ctx, a, gpus * split)).first;
+    auto it = arrays.emplace(a.name, create(ctx, a, gpus * per_gpu)).first;
     if (!a.init.empty()) gs::detail::array_write(handle(it->second), a.init.data(), a.init.size());
-    if (a.gen.kind != Generator::Kind::none) generate(ctx, generators, a, it->second, gpus * split);
+    if (a.gen.kind != Generator::Kind::none)
+      generate(ctx, generators, a, it->second, gpus * per_gpu);
   }
   ctx.synchronize();
   auto run_once = [&] {
@@ -152,7 +153,7 @@ Timing run_gridspan(const Spec& spec, const std::string& backend, int gpus,
               arg);
         }
       }
-      kernels.at(s.kernel).launch_packed(s.threads, s.block, s.work(gpus * split), args);
+      kernels.at(s.kernel).launch_packed(s.threads, s.block, s.work(gpus * per_gpu), args);
     }
   };
   auto spilled = [&] {
@@ -512,7 +513,7 @@ struct Options {
   std::string which = "all", sizes = "0", gpus = "1,2", json_path, backend = "cuda";
   int runs = 5;
   bool ooc = false;
-  int ooc_split = 4;
+  int pieces = 1, ooc_split = 4;
   bool dry = false, check_generators = false, skip_cuda = false;
 };
 int bench_main(const Options& o);
@@ -526,9 +527,13 @@ int main(int argc, char** argv) {
   app.add_option("--gpus", o.gpus, "GPU counts for gridspan (under mpirun: of all ranks)");
   app.add_option("--runs", o.runs, "timed runs (after one warm-up)");
   app.add_flag("--out-of-core", o.ooc, "also run on 1 GPU with device memory at half the data");
+  app.add_option("--pieces", o.pieces,
+                 "chunks and superblocks per GPU in the in-core runs (1: one of each, as for "
+                 "data that fit; more for data that do not)")
+      ->check(CLI::Range(1, 64));
   app.add_option("--ooc-split", o.ooc_split,
-                 "out of core (and the in-core run it is compared with), cut every chunk and "
-                 "superblock into this many")
+                 "out of core (and the in-core run it is compared with): 4 x this many chunks "
+                 "and superblocks per GPU")
       ->check(CLI::Range(1, 64));
   app.add_option("--json", o.json_path, "write every figure here");
   app.add_flag("--dry-run", o.dry, "only parse every kernel's signature and annotation");
@@ -546,8 +551,8 @@ int main(int argc, char** argv) {
 }
 
 int bench_main(const Options& o) {
-  const auto& [which, sizes, gpus, json_path, backend, runs, ooc, ooc_split, dry, check_generators,
-               skip_cuda_flag] = o;
+  const auto& [which, sizes, gpus, json_path, backend, runs, ooc, pieces, ooc_split, dry,
+               check_generators, skip_cuda_flag] = o;
   const bool skip_cuda = skip_cuda_flag || backend == "cpu";
   const char* device_word = backend == "cpu" ? "cpu device" : "GPU";
   using namespace gridspan::bench;
@@ -640,7 +645,7 @@ int bench_main(const Options& o) {
         std::map<int, double> gs_time;
         std::map<int, std::vector<unsigned char>> gs_output;
         for (int g : parse_ints(gpus)) {
-          Timing t = run_gridspan(spec, backend, g, 0, runs);
+          Timing t = run_gridspan(spec, backend, g, 0, runs, pieces);
           gs_time[g] = t.mean();
           gs_output[g] = t.output;
           row[fmt::format("gridspan_{}gpu_s", g)] = t.runs;
@@ -653,7 +658,7 @@ int bench_main(const Options& o) {
         }
         // Under mpirun: R ranks of one GPU each against one process with R GPUs.
         if (const int r = mpi_ranks(); r > 1) {
-          Timing one = run_gridspan(spec, backend, r, 0, runs, 1, true);
+          Timing one = run_gridspan(spec, backend, r, 0, runs, pieces, true);
           row[fmt::format("gridspan_1proc_{}gpu_s", r)] = one.runs;
           const double ratio = gs_time.count(r) ? gs_time[r] / one.mean() : NAN;
           row["ranks_vs_one_process"] = ratio;
@@ -674,9 +679,10 @@ int bench_main(const Options& o) {
         } else if (ooc) {
           try {
             // Finer chunks out of core, and the same in core for the comparison.
-            Timing in = run_gridspan(spec, backend, 1, 0, runs, ooc_split);
-            Timing t = run_gridspan(spec, backend, 1, spec.bytes() / 2, runs, ooc_split);
+            Timing in = run_gridspan(spec, backend, 1, 0, runs, 4 * ooc_split);
+            Timing t = run_gridspan(spec, backend, 1, spec.bytes() / 2, runs, 4 * ooc_split);
             row["ooc_split"] = ooc_split;
+            row["ooc_pieces_per_gpu"] = 4 * ooc_split;
             row["incore_split_1gpu_s"] = in.runs;
             row["ooc_1gpu_s"] = t.runs;
             row["ooc_moved_bytes"] = t.moved_bytes;

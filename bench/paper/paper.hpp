@@ -32,8 +32,8 @@ struct ArraySpec {
   std::string name;
   DType dtype = DType::f32;
   gs::Dim shape;
-  /// The array's distribution for `devices` devices.
-  std::function<gs::DataDistribution(int devices)> dist;
+  /// The array's distribution in `pieces` chunks (the GPUs times the chunks per GPU).
+  std::function<gs::DataDistribution(int pieces)> dist;
   std::vector<unsigned char> init;  // host data (row-major); empty: left uninitialised
   Generator gen;                    // or made on the GPU
   std::size_t bytes() const { return std::size_t(shape.volume()) * dtype_size(dtype); }
@@ -48,7 +48,7 @@ struct GeneratorLaunch {
   gs::Dim threads, block, superblock;
   std::vector<std::variant<int64_t, uint64_t, double>> scalars;
 };
-GeneratorLaunch generator_launch(const ArraySpec& a, int devices);
+GeneratorLaunch generator_launch(const ArraySpec& a, int pieces);
 /// What the generator makes for `a`, computed on the host (for checks at small sizes).
 std::vector<unsigned char> generated_on_host(const ArraySpec& a);
 
@@ -70,7 +70,7 @@ using Arg = std::variant<std::string, int32_t, int64_t, float>;  // an array by 
 struct Step {
   std::string kernel;  // empty: swap arrays `swap_a` and `swap_b`
   gs::Dim threads, block;
-  std::function<gs::WorkDistribution(int devices)> work;
+  std::function<gs::WorkDistribution(int pieces)> work;
   std::vector<Arg> args;
   std::string swap_a, swap_b;
 };

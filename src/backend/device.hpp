@@ -73,6 +73,11 @@ class Device {
     (void)queue;
     return submit(std::move(work), std::move(done), after);
   }
+  /// Outside submitted work, on an asynchronous device: returns once the operations queued
+  /// so far have finished (their `done` may not have been called yet; failures are reported
+  /// there, not here). A synchronous device's works end with their reports: the default waits
+  /// for nothing.
+  virtual void wait_queued() {}
 
   // Region operations on row-major boxes (see regions.hpp), for use inside submitted work:
   // queued in order on the work's stream (cpu: done at once). Device pointers are this

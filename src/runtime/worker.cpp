@@ -282,9 +282,16 @@ bool Worker::soon_done_on_device(const Node& node) const {
 }
 
 void Worker::watch_for(TaskId id, std::unique_lock<AdaptiveMutex>& lock) {
+  watch(lock, [&] { return pending_.count(id) > 0; });
+}
+
+// Under the lock (released while looking): watches for finishes while `unfinished()` holds,
+// for at most 50 us.
+template <class Unfinished>
+void Worker::watch(std::unique_lock<AdaptiveMutex>& lock, Unfinished&& unfinished) {
   constexpr auto kWatch = std::chrono::microseconds(50);
   const auto until = std::chrono::steady_clock::now() + kWatch;
-  while (pending_.count(id) && std::chrono::steady_clock::now() < until) {
+  while (unfinished() && std::chrono::steady_clock::now() < until) {
     const uint64_t seen = finishes_.load(std::memory_order_acquire);
     lock.unlock();
     while (finishes_.load(std::memory_order_acquire) == seen &&
@@ -296,6 +303,7 @@ void Worker::watch_for(TaskId id, std::unique_lock<AdaptiveMutex>& lock) {
 
 void Worker::wait_all() {
   std::unique_lock<AdaptiveMutex> lock(mutex_);
+  if (!pending_.empty() && on_devices_ == pending_.size()) wait_on_devices(lock);
   ++waiting_all_;
   wake_waiters_.wait(lock, [&] { return pending_.empty(); });
   --waiting_all_;
@@ -305,6 +313,17 @@ void Worker::wait_all() {
     unreported_ = nullptr;
     std::rethrow_exception(e);
   }
+}
+
+// Everything pending is queued on GPUs: the waiter waits on the GPUs themselves, as plain
+// CUDA's synchronize does, then watches for their completion reports, which follow within
+// microseconds. Waking a sleeping waiter from the completion thread costs tens of them.
+void Worker::wait_on_devices(std::unique_lock<AdaptiveMutex>& lock) {
+  lock.unlock();
+  for (backend::Device* d : devices_)
+    if (d->asynchronous()) d->wait_queued();
+  lock.lock();
+  watch(lock, [&] { return !pending_.empty(); });
 }
 
 WorkerStats Worker::stats() const {
@@ -598,6 +617,7 @@ backend::Device::Ticket Worker::submit_unlocked(Node* const* nodes, std::size_t 
 void Worker::launched(Node* node, backend::Device::Ticket ticket, std::deque<Node*>& work) {
   node->launched = true;
   node->ticket = ticket;
+  if (devices_[node->task.device]->asynchronous()) ++on_devices_;
   release_ordered(*node, work);
   if (!node->reported) return;
   node->reported = false;
@@ -993,6 +1013,7 @@ void Worker::finish(Node* first, std::exception_ptr first_error, std::deque<Node
     // free from another thread costs the allocator's arena lock and cache lines on every
     // task. Host data a write carried goes at once.
     if (auto* w = std::get_if<plan::HostWrite>(&node->task.payload)) w->data.reset();
+    if (node->launched && devices_[node->task.device]->asynchronous()) --on_devices_;
     finished_.push_back(pending_.extract(id));
     finishes_.fetch_add(1, std::memory_order_release);
     if (waited || (waiting_all_ > 0 && pending_.empty())) wake_waiters_.notify_all();

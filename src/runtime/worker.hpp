@@ -193,6 +193,9 @@ class Worker {
   void count_unstaged(const Node& node);                       // under the lock
   bool soon_done_on_device(const Node& node) const;
   void watch_for(plan::TaskId id, std::unique_lock<AdaptiveMutex>& lock);
+  template <class Unfinished>
+  void watch(std::unique_lock<AdaptiveMutex>& lock, Unfinished&& unfinished);
+  void wait_on_devices(std::unique_lock<AdaptiveMutex>& lock);
   void finish(Node* node, std::exception_ptr error, std::deque<Node*>& ready);
 
   std::vector<backend::Device*> devices_;
@@ -218,6 +221,7 @@ class Worker {
   plan::TaskId max_submitted_ = 0;
   std::unordered_multiset<plan::TaskId> waited_;  // tasks a wait() is blocked on
   int waiting_all_ = 0;
+  std::size_t on_devices_ = 0;  // pending tasks queued on asynchronous devices
   bool stop_ = false;
   bool progress_ = false;              // something was unstaged since the last staging attempt
   bool short_of_memory_ = false;       // a task waits for memory: the hooks hear of it

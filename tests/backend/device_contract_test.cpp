@@ -6,10 +6,12 @@
 // with a GPU (skipped elsewhere, saying so).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <future>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/device.hpp"
@@ -151,6 +153,41 @@ TEST_P(Contract, DependentWorksRunInOrderAcrossLanes) {
   dev->deallocate(x, n * 8);
   dev->deallocate(threes, n * 8);
   for (void* p : adds) dev->deallocate(p, n * 8);
+}
+
+// On an asynchronous device, wait_queued returns once every work submitted before has run
+// (their reports may come later): what they wrote is there. Works on the cpu lanes sleep
+// first, so that a wait that returned early would see the old values.
+TEST_P(Contract, WaitQueuedReturnsOnceTheQueuedWorksHaveRun) {
+  if (!dev->asynchronous())
+    GTEST_SKIP() << "a synchronous device's works end with their reports, which the worker "
+                    "waits for";
+  const int n = 1 << 22, works = 8;
+  auto g = rng(93);
+  std::vector<int64_t> x0(n);
+  for (auto& v : x0) v = static_cast<int64_t>(g() % 2001) - 1000;
+  void* x = upload_all(x0);
+  void* threes = upload_all(std::vector<int64_t>(n, 3));
+  const Rect box(1, {0, 0, 0}, {n, 1, 1});
+  std::vector<std::promise<void>> done(works);
+  Device::Ticket last = 0;
+  for (int k = 0; k < works; ++k) {
+    std::vector<Device::Ticket> after;
+    if (dev->asynchronous() && last) after.push_back(last);
+    last = dev->submit(
+        [&] {
+          if (GetParam() != "cuda") std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          dev->combine(x, box, threes, box, annotation::ReduceOp::mul, DType::i64);
+        },
+        [&, k](std::exception_ptr) { done[k].set_value(); }, after);
+  }
+  dev->wait_queued();
+  std::vector<int64_t> want = x0;
+  for (int64_t& v : want) v *= 6561;  // 3^8
+  EXPECT_EQ(download_all<int64_t>(x, n), want);
+  for (auto& d : done) d.get_future().wait();
+  dev->deallocate(x, n * 8);
+  dev->deallocate(threes, n * 8);
 }
 
 // A work that throws reports that error (and runs nothing more); the device stays usable.

@@ -139,6 +139,7 @@ class LaneDevice : public Device {
     inner_.download(host, host_rect, src, src_rect, region, elem_size);
   }
   void synchronize() override {}
+  void wait_queued() override;
   void* stream() const override { return nullptr; }
   std::vector<unsigned char> lend(const void* ptr, std::size_t bytes) override {
     return inner_.lend(ptr, bytes);

@@ -331,6 +331,12 @@ Device::Ticket LaneDevice::submit_on(Queue queue, std::function<void()> work,
   return t;
 }
 
+void LaneDevice::wait_queued() {
+  std::unique_lock lock(mutex_);
+  const Ticket upto = last_;
+  changed_.wait(lock, [&] { return unfinished_.empty() || *unfinished_.begin() > upto; });
+}
+
 void LaneDevice::run(Lane& lane) {
   std::unique_lock lock(mutex_);
   while (true) {

@@ -410,6 +410,13 @@ void CudaDevice::synchronize() {
                                   t_current.label ? t_current.label->str() : "work"));
 }
 
+// Waits as plain CUDA's synchronize does (the driver spins while cores are spare); a fault
+// is left for the completion threads to report.
+void CudaDevice::wait_queued() {
+  bind();
+  for (auto& lane : lanes_) api_.cuStreamSynchronize(lane->stream);
+}
+
 void CudaDevice::launch(CUfunction f, const unsigned grid[3], const unsigned block[3],
                         void** params, const LaunchLabel& label) {
   CUstream s = current_stream("a kernel launch");

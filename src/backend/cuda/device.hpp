@@ -60,6 +60,7 @@ class CudaDevice final : public Device {
   void download(void* host, const Rect& host_rect, const void* src, const Rect& src_rect,
                 const Rect& region, std::size_t elem_size) override;
   void synchronize() override;
+  void wait_queued() override;
   void* stream() const override;
   std::vector<unsigned char> lend(const void* ptr, std::size_t bytes) override;
   void copy_lent(void* dst, const Rect& dst_rect, const std::vector<unsigned char>& lent,
