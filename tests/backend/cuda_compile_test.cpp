@@ -135,6 +135,20 @@ TEST(CudaCompile, WrappersHaveAPartsEntryWhenItsTableFits) {
   std::filesystem::remove_all(cache);
 }
 
+// Every wrapper has an entry for a superblock at the grid's origin, which passes the block
+// index on without adding an offset; the general entry adds it.
+TEST(CudaCompile, WrappersHaveAnEntryWithoutBlockOffsets) {
+  const std::string w = cuda::generate_wrapper(saxpy());
+  const auto origin = w.find(GRIDSPAN_CUDA_ORIGIN_ENTRY_NAME);
+  ASSERT_NE(origin, std::string::npos);
+  const std::string body = w.substr(origin, w.find("\n}\n", origin) - origin);
+  EXPECT_EQ(body.find("block_lo"), std::string::npos) << body;
+  const auto general = w.find(std::string(GRIDSPAN_CUDA_ENTRY_NAME) + "(");
+  ASSERT_NE(general, std::string::npos);
+  EXPECT_NE(w.substr(general, origin - general).find("gs_h.block_lo[0] + blockIdx.x"),
+            std::string::npos);
+}
+
 // The device looks built-in kernels up by name (gs_combine_<dtype_name>_<op>, gs_fill_<bytes>,
 // gs_copy_<bytes>): every name it can ask for is in the cubin.
 TEST(CudaCompile, BuiltinsHaveEveryKernelTheDeviceLooksUp) {

@@ -26,6 +26,7 @@ class CudaKernel final : public CompiledKernel {
     modules_.resize(devices_.size());
     functions_.resize(devices_.size());
     loop_functions_.resize(devices_.size());
+    origin_functions_.resize(devices_.size());
     parts_functions_.resize(devices_.size());
     max_threads_.resize(devices_.size());
   }
@@ -43,14 +44,16 @@ class CudaKernel final : public CompiledKernel {
     modules_[d] = Module(api_, cubin, fmt::format("kernel `{}`", name_), dev.name());
     functions_[d] = modules_[d].function(GRIDSPAN_CUDA_ENTRY_NAME, dev.name());
     loop_functions_[d] = modules_[d].function(GRIDSPAN_CUDA_LOOP_ENTRY_NAME, dev.name());
-    int a = 0, b = 0, c = 1 << 30;
+    origin_functions_[d] = modules_[d].function(GRIDSPAN_CUDA_ORIGIN_ENTRY_NAME, dev.name());
+    int a = 0, b = 0, c = 1 << 30, o = 0;
     api_.cuFuncGetAttribute(&a, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, functions_[d]);
     api_.cuFuncGetAttribute(&b, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, loop_functions_[d]);
+    api_.cuFuncGetAttribute(&o, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, origin_functions_[d]);
     if (parts_ > 1) {
       parts_functions_[d] = modules_[d].function(GRIDSPAN_CUDA_PARTS_ENTRY_NAME, dev.name());
       api_.cuFuncGetAttribute(&c, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, parts_functions_[d]);
     }
-    max_threads_[d] = std::min({a, b, c});
+    max_threads_[d] = std::min({a, b, c, o});
   }
 
   void run(const GsLaunch& launch, Device& device) const override {
@@ -79,7 +82,11 @@ class CudaKernel final : public CompiledKernel {
     label.kernel = &name_;
     for (int ax = 0; ax < 3; ++ax)
       label.lo[ax] = launch.block_lo[ax], label.hi[ax] = launch.block_hi[ax];
-    dev.launch(loop ? loop_functions_[d] : functions_[d], grid, block, params, label);
+    const bool origin = h.block_lo[0] == 0 && h.block_lo[1] == 0 && h.block_lo[2] == 0;
+    dev.launch(loop     ? loop_functions_[d]
+               : origin ? origin_functions_[d]
+                        : functions_[d],
+               grid, block, params, label);
   }
 
   // Superblocks of one launch as parts of one kernel launch, as many at a time as the
@@ -186,7 +193,7 @@ class CudaKernel final : public CompiledKernel {
   int parts_;  // superblocks the parts entry takes (0: none)
   std::vector<CudaDevice*> devices_;
   std::vector<Module> modules_;
-  std::vector<CUfunction> functions_, loop_functions_, parts_functions_;
+  std::vector<CUfunction> functions_, loop_functions_, origin_functions_, parts_functions_;
   std::vector<int> max_threads_;
 };
 
