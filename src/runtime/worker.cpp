@@ -204,7 +204,7 @@ void Worker::count_dependencies(Node& node) {
     if (p != pending_.end() && dep != id) {
       ++node.missing;
       if (!ordered_on_device(p->second, node)) ++node.unordered;
-      p->second.successors.push_back(id);
+      p->second.successors.push_back(&node);
     } else if (!failed_.empty()) {
       auto f = failed_.find(dep);
       if (f != failed_.end() && !node.error) node.error = f->second;
@@ -638,8 +638,8 @@ void Worker::tickets_after(const Node& node, std::vector<backend::Device::Ticket
 
 // Successors on this device whose other dependencies are queued there too can go now.
 void Worker::release_ordered(const Node& node, std::deque<Node*>& work) {
-  for (TaskId s : node.successors) {
-    Node& succ = pending_.at(s);
+  for (Node* s : node.successors) {
+    Node& succ = *s;
     if (ordered_on_device(node, succ) && --succ.unordered == 0 && releasable(succ)) {
       succ.queued = true;
       work.push_back(&succ);
@@ -992,8 +992,8 @@ void Worker::finish(Node* first, std::exception_ptr first_error, std::deque<Node
     } else {
       ++stats_.tasks_run;
     }
-    for (TaskId s : node->successors) {
-      Node& succ = pending_.at(s);
+    for (Node* s : node->successors) {
+      Node& succ = *s;
       if (error && !succ.error) succ.error = error;
       if (!ordered_on_device(*node, succ)) --succ.unordered;
       if (--succ.missing == 0) {

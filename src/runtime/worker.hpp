@@ -125,7 +125,9 @@ class Worker {
   struct Node {
     plan::Task task;
     int missing = 0;
-    std::vector<plan::TaskId> successors;
+    // Pending while this one is (a successor finishes after its dependencies): nodes do not
+    // move in pending_, so the pointers hold.
+    std::vector<Node*> successors;
     std::exception_ptr error;  // set when a dependency failed
     std::size_t staged_bytes = 0;
     bool sized = false;          // staged_bytes counted (the chunks exist by then)
