@@ -227,10 +227,13 @@ struct MemoryManager::Impl {
   }
 
   // `task` becomes the chunks of `uses`, each once.
-  void task_chunks(const std::vector<ChunkUse>& uses, TaskChunks& task) const {
+  // `bytes`, when given: the bytes of every use's chunk (one named twice counts twice).
+  void task_chunks(const std::vector<ChunkUse>& uses, TaskChunks& task,
+                   std::size_t* bytes = nullptr) const {
     task.chunks.clear();
     for (const ChunkUse& use : uses) {
       Chunk& c = find(use.chunk);
+      if (bytes) *bytes += c.bytes;
       if (TaskChunk* u = task.find(&c)) {
         u->write = u->write || use.write;
         u->discard = u->discard && use.discard;
@@ -695,41 +698,48 @@ struct MemoryManager::Impl {
     }
     for (Chunk* c : reserved) devices[c->device]->reserved -= c->block;
     moved.notify_all();
-    publish(task);
+    publish(task, uses);
     return true;
   }
 
   // The last step of a staging (mutex held, chunks resident and pinned): data() may now
-  // hand out their memory; written chunks lose their stale host and disk copies.
-  void publish(const TaskChunks& task) {
-    std::lock_guard staged_lock(staged_mutex);
-    for (auto [c, write, discard] : task.chunks) {
-      staged[c->id] = StagedChunk{c->device_copy, c->bytes, true};
-      touch(*c);
-      if (write) {
-        drop_host(*c);
-        drop_disk(*c);
+  // hand out their memory, and so do `uses`; written chunks lose their stale host and disk
+  // copies.
+  void publish(const TaskChunks& task, const std::vector<ChunkUse>& uses) {
+    {
+      std::lock_guard staged_lock(staged_mutex);
+      for (auto [c, write, discard] : task.chunks) {
+        staged[c->id] = StagedChunk{c->device_copy, c->bytes, true};
+        touch(*c);
+        if (write) {
+          drop_host(*c);
+          drop_disk(*c);
+        }
       }
     }
+    for (const ChunkUse& use : uses)
+      for (const TaskChunk& u : task.chunks)
+        if (u.chunk->id == use.chunk) {
+          use.data = u.chunk->device_copy;
+          break;
+        }
   }
 
   // The bytes of every chunk `uses` names (a chunk named twice counts twice).
-  std::size_t bytes_of(const std::vector<ChunkUse>& uses) {
-    std::size_t total = 0;
-    for (const ChunkUse& use : uses) total += find(use.chunk).bytes;
-    return total;
+  bool try_stage_resident(const std::vector<ChunkUse>& uses) {
+    task_chunks(uses, scratch);
+    return stage_resident(scratch, uses);
   }
 
-  bool try_stage_resident(const std::vector<ChunkUse>& uses) {
-    TaskChunks& task = scratch;
-    task_chunks(uses, task);
+  // try_stage_resident of the chunks `task` holds (those of `uses`).
+  bool stage_resident(const TaskChunks& task, const std::vector<ChunkUse>& uses) {
     // Not while another staging on the same device is in progress: its admission counted
     // the unpinned resident chunks as room it may evict, and new pins would take that away.
     for (auto [c, write, discard] : task.chunks)
       if (c->moving || !c->device_copy || devices[c->device]->reserved > 0) return false;
     for (auto [c, write, discard] : task.chunks)
       if (c->pins++ == 0) devices[c->device]->pinned += c->block;
-    publish(task);
+    publish(task, uses);
     return true;
   }
 
@@ -922,28 +932,21 @@ bool MemoryManager::try_stage_resident(const std::vector<ChunkUse>& uses) {
 bool MemoryManager::size_and_stage_resident(const std::vector<ChunkUse>& uses, std::size_t budget,
                                             std::size_t& bytes) {
   std::lock_guard lock(impl_->mutex);
-  bytes = impl_->bytes_of(uses);
-  return bytes <= budget && impl_->try_stage_resident(uses);
+  bytes = 0;
+  impl_->task_chunks(uses, impl_->scratch, &bytes);  // one lookup per use for both
+  return bytes <= budget && impl_->stage_resident(impl_->scratch, uses);
 }
 
 void* MemoryManager::data(ChunkId chunk) const {
-  void* p = nullptr;
-  data(&chunk, 1, &p);
-  return p;
-}
-
-void MemoryManager::data(const ChunkId* chunks, std::size_t n, void** out) const {
   std::lock_guard lock(impl_->staged_mutex);
-  for (std::size_t i = 0; i < n; ++i) {
-    auto it = impl_->staged.find(chunks[i]);
-    if (it == impl_->staged.end() || !it->second.staged) {
-      throw Error(
-          fmt::format("data() of chunk {}, which is not staged; a task may use a "
-                      "chunk's memory only between try_stage and unstage",
-                      chunks[i]));
-    }
-    out[i] = it->second.data;
+  auto it = impl_->staged.find(chunk);
+  if (it == impl_->staged.end() || !it->second.staged) {
+    throw Error(
+        fmt::format("data() of chunk {}, which is not staged; a task may use a "
+                    "chunk's memory only between try_stage and unstage",
+                    chunk));
   }
+  return it->second.data;
 }
 
 std::size_t MemoryManager::bytes(ChunkId chunk) const {

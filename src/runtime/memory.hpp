@@ -42,6 +42,9 @@ struct ChunkUse {
   ChunkId chunk;
   bool write;
   bool discard = false;  // the task writes all of it: its old contents need not be brought
+  // Set by a successful staging: the chunk's memory on its device until the unstage (what
+  // data() would answer, without its lock and lookup).
+  mutable void* data = nullptr;
 };
 
 class MemoryManager {
@@ -65,7 +68,8 @@ class MemoryManager {
   /// the chunks can never fit, IoError for a failed or corrupt spill file.
   /// `queued_ahead`: tasks staged on these devices and not unstaged yet. With two or more,
   /// a staging that would have to evict chunks announced tasks need returns false instead
-  /// (it would only trade data needed sooner for data needed later).
+  /// (it would only trade data needed sooner for data needed later). Once staged, each
+  /// use's `data` is its chunk's memory; the same for the two below.
   bool try_stage(const std::vector<ChunkUse>& uses, int queued_ahead = 0);
   /// The quick case of try_stage: stages (and returns true) only when every chunk is already
   /// resident on its device and none is moving, so no data moves and no space is needed;
@@ -82,8 +86,6 @@ class MemoryManager {
   bool stages_in_place(const std::vector<ChunkUse>& uses) const;
   /// Device pointer of a staged chunk.
   void* data(ChunkId chunk) const;
-  /// out[i] = data(chunks[i]) for each, under one lock.
-  void data(const ChunkId* chunks, std::size_t n, void** out) const;
   std::size_t bytes(ChunkId chunk) const;
   /// Unpins; chunks that were written lose their host and disk copies.
   void unstage(const std::vector<ChunkUse>& uses);

@@ -870,24 +870,18 @@ void Worker::run_task(Node* node) {
   run_payload(node);
 }
 
+// The memory of a chunk the node's task has staged: kept in its uses by the staging (a task
+// uses a handful of chunks, so a scan), else asked of the memory manager.
+void* Worker::staged_data(const Node& node, ChunkId chunk) const {
+  for (const ChunkUse& use : node.uses)
+    if (use.chunk == chunk && use.data) return use.data;
+  return memory_.data(chunk);
+}
+
 // The memory of each parameter's chunk (null for scalars and untouched arrays).
-void Worker::chunk_data(const plan::Execute& ex, void** out) const {
-  const std::size_t n = ex.arrays.size();
-  ChunkId small[16];
-  void* found_small[16];
-  std::vector<ChunkId> heap;
-  std::vector<void*> found_heap;
-  ChunkId* ids = small;
-  void** found = found_small;
-  if (n > 16) {
-    heap.resize(n), found_heap.resize(n);
-    ids = heap.data(), found = found_heap.data();
-  }
-  std::size_t m = 0;
-  for (std::size_t i = 0; i < n; ++i)
-    if (ex.arrays[i].chunk.id) ids[m++] = ex.arrays[i].chunk.id;
-  memory_.data(ids, m, found);  // one lock for all
-  for (std::size_t i = 0, k = 0; i < n; ++i) out[i] = ex.arrays[i].chunk.id ? found[k++] : nullptr;
+void Worker::chunk_data(const Node& node, const plan::Execute& ex, void** out) const {
+  for (std::size_t i = 0; i < ex.arrays.size(); ++i)
+    out[i] = ex.arrays[i].chunk.id ? staged_data(node, ex.arrays[i].chunk.id) : nullptr;
 }
 
 // The kernels of a batch, run together by their executable (one GPU launch), each
@@ -901,7 +895,7 @@ void Worker::run_batch(const std::vector<Node*>& nodes) {
     const auto& ex = std::get<plan::Execute>(nodes[k]->task.payload);
     at[k] = data.size();
     data.resize(data.size() + ex.arrays.size());
-    chunk_data(ex, data.data() + at[k]);
+    chunk_data(*nodes[k], ex, data.data() + at[k]);
   }
   const int d = nodes[0]->task.device;
   std::vector<plan::ExecFrame> frames;
@@ -921,7 +915,7 @@ void Worker::run_batch(const std::vector<Node*>& nodes) {
 void Worker::run_payload(Node* node) {
   Task& t = node->task;
   backend::Device& dev = *devices_[t.device];
-  auto data = [&](const plan::ChunkRef& c) { return memory_.data(c.id); };
+  auto data = [&](const plan::ChunkRef& c) { return staged_data(*node, c.id); };
   std::visit(
       [&](auto& p) {
         using P = std::decay_t<decltype(p)>;
@@ -946,7 +940,7 @@ void Worker::run_payload(Node* node) {
           std::vector<void*> heap;
           void** slot = ptrs;
           if (p.arrays.size() > 64) heap.resize(p.arrays.size()), slot = heap.data();
-          chunk_data(p, slot);
+          chunk_data(*node, p, slot);
           p.executable->run(plan::ExecFrame{p, slot, t.device, &dev});
         }
       },

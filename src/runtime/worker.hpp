@@ -188,7 +188,8 @@ class Worker {
                     std::deque<Node*>& work);
   void run_batch(const std::vector<Node*>& nodes);  // on the device, as one work
   void batch_ran(Node* first, std::exception_ptr error);
-  void chunk_data(const plan::Execute& ex, void** out) const;
+  void* staged_data(const Node& node, ChunkId chunk) const;
+  void chunk_data(const Node& node, const plan::Execute& ex, void** out) const;
   void run_task(Node* node);     // on an executor thread, reported to the observer
   void run_payload(Node* node);  // does the task's work
   void unstage_chunks(Node* node, std::exception_ptr& error);  // without the lock

@@ -269,6 +269,38 @@ TEST(MemoryManager, FreshChunkNeedsNoCopies) {
   EXPECT_FALSE(mm.exists(7));
 }
 
+// A staging hands each use its chunk's memory (what data() answers), on every path: the
+// full one (fresh memory here), resident at once, and sized and staged in one lock. A chunk
+// named twice gets it in both uses; a staging over its budget leaves the uses as they were.
+TEST(MemoryManager, StagingGivesEachUseItsChunksMemory) {
+  TempDir dir;
+  FakeDevice dev(0, 64 * KiB);
+  MemoryManager mm({&dev}, small_limits(dir.str()));
+  mm.create(1, 4000, 0);
+  mm.create(2, 6000, 0);
+  std::vector<ChunkUse> uses{{1, true}, {2, false}, {1, false}};
+  ASSERT_TRUE(mm.try_stage(uses));
+  EXPECT_NE(uses[0].data, nullptr);
+  EXPECT_EQ(uses[0].data, mm.data(1));
+  EXPECT_EQ(uses[1].data, mm.data(2));
+  EXPECT_EQ(uses[2].data, mm.data(1));
+  mm.unstage(uses);
+  std::vector<ChunkUse> again{{2, true}};
+  ASSERT_TRUE(mm.try_stage_resident(again));
+  EXPECT_EQ(again[0].data, mm.data(2));
+  mm.unstage(again);
+  std::vector<ChunkUse> sized{{1, false}, {2, false}};
+  std::size_t bytes = 0;
+  EXPECT_FALSE(mm.size_and_stage_resident(sized, 9999, bytes));  // over the budget
+  EXPECT_EQ(bytes, 10000u);
+  EXPECT_EQ(sized[0].data, nullptr);
+  EXPECT_EQ(sized[1].data, nullptr);
+  ASSERT_TRUE(mm.size_and_stage_resident(sized, 10000, bytes));
+  EXPECT_EQ(sized[0].data, mm.data(1));
+  EXPECT_EQ(sized[1].data, mm.data(2));
+  mm.unstage(sized);
+}
+
 TEST(MemoryManager, QuickStagingOnlyForResidentChunks) {
   TempDir dir;
   FakeDevice dev(0, 64 * KiB);
