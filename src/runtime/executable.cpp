@@ -2,7 +2,6 @@
 #include "runtime/executable.hpp"
 
 #include <cstring>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -11,6 +10,7 @@
 
 #include "annotation/annotation.hpp"
 #include "annotation/signature.hpp"
+#include "core/scratch.hpp"
 #include "gridspan/core/error.hpp"
 
 namespace gridspan::runtime {
@@ -265,14 +265,16 @@ void KernelExecutable::run(const plan::ExecFrame& frame) const {
 // Checked mode guards each superblock on its own: one after another.
 void KernelExecutable::run_batch(const plan::ExecFrame* frames, std::size_t n) const {
   if (src_.checked || n == 1) return Executable::run_batch(frames, n);
-  std::deque<FrameArguments> args;  // they point into themselves: never moved
-  std::vector<GsLaunch> launches;
-  launches.reserve(n);
+  // Kept by the thread between batches. The arguments point into themselves: reserved
+  // first, so that none moves.
+  Scratch<std::vector<FrameArguments>> args;
+  Scratch<std::vector<GsLaunch>> launches;
+  args->reserve(n);
   for (std::size_t k = 0; k < n; ++k) {
-    args.emplace_back(src_.params, frames[k]);
-    launches.push_back(launch_of(frames[k].exec, args.back(), src_.params.size()));
+    args->emplace_back(src_.params, frames[k]);
+    launches->push_back(launch_of(frames[k].exec, args->back(), src_.params.size()));
   }
-  kernel_->run_batch(launches.data(), n, *frames[0].dev);
+  kernel_->run_batch(launches->data(), n, *frames[0].dev);
 }
 
 void KernelExecutable::run_checked(const plan::ExecFrame& frame, GsLaunch& launch) const {

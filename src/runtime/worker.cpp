@@ -889,22 +889,21 @@ void Worker::chunk_data(const Node& node, const plan::Execute& ex, void** out) c
 void Worker::run_batch(const std::vector<Node*>& nodes) {
   const double start = observer_ ? observer_now_us() : 0;
   const std::size_t n = nodes.size();
-  std::vector<void*> data;
-  std::vector<std::size_t> at(n);
+  Scratch<std::vector<void*>> data;  // every node's chunk pointers, one after the other
+  Scratch<std::vector<std::size_t>> at;
   for (std::size_t k = 0; k < n; ++k) {
     const auto& ex = std::get<plan::Execute>(nodes[k]->task.payload);
-    at[k] = data.size();
-    data.resize(data.size() + ex.arrays.size());
-    chunk_data(*nodes[k], ex, data.data() + at[k]);
+    at->push_back(data->size());
+    data->resize(data->size() + ex.arrays.size());
+    chunk_data(*nodes[k], ex, data->data() + at->back());
   }
   const int d = nodes[0]->task.device;
-  std::vector<plan::ExecFrame> frames;
-  frames.reserve(n);
+  Scratch<std::vector<plan::ExecFrame>> frames;
   for (std::size_t k = 0; k < n; ++k)
-    frames.push_back(plan::ExecFrame{std::get<plan::Execute>(nodes[k]->task.payload),
-                                     data.data() + at[k], d, devices_[d]});
+    frames->push_back(plan::ExecFrame{std::get<plan::Execute>(nodes[k]->task.payload),
+                                      data->data() + (*at)[k], d, devices_[d]});
   const auto& first = std::get<plan::Execute>(nodes[0]->task.payload);
-  first.executable->run_batch(frames.data(), n);
+  first.executable->run_batch(frames->data(), n);
   if (!observer_) return;
   const double end = observer_now_us();
   for (Node* node : nodes)
