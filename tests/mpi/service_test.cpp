@@ -18,9 +18,9 @@
 namespace gridspan::runtime {
 namespace {
 
-net::Transport& world() {
-  static std::unique_ptr<net::Transport> t = net::make_mpi_transport();
-  return *t;
+test::TestTransport& world() {
+  static test::TestTransport t(net::make_mpi_transport());
+  return t;
 }
 
 constexpr int kN = 1200;

@@ -18,9 +18,9 @@ namespace {
 
 constexpr std::size_t kPiece = 4096;
 
-Transport& world() {
-  static std::unique_ptr<Transport> t = make_mpi_transport(kPiece);
-  return *t;
+test::TestTransport& world() {
+  static test::TestTransport t(make_mpi_transport(kPiece));
+  return t;
 }
 
 // The message `index` from rank `from` to rank `to`: its size and contents follow from the
