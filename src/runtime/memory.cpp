@@ -725,7 +725,6 @@ struct MemoryManager::Impl {
         }
   }
 
-  // The bytes of every chunk `uses` names (a chunk named twice counts twice).
   bool try_stage_resident(const std::vector<ChunkUse>& uses) {
     task_chunks(uses, scratch);
     return stage_resident(scratch, uses);

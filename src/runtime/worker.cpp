@@ -457,7 +457,8 @@ Worker::Staged Worker::admit_and_stage(Node* node, std::unique_lock<AdaptiveMute
           ? SIZE_MAX
           : staging_limit_[dev] - std::min(staging_limit_[dev], staged_bytes_[dev]);
   bool staged = false;
-  if (!node->sized) {
+  const bool first = !node->sized;  // then the quick staging was just tried
+  if (first) {
     staged = size_and_stage(node, room, error);
     if (error) return Staged::now;  // the caller fails it
   }
@@ -473,7 +474,7 @@ Worker::Staged Worker::admit_and_stage(Node* node, std::unique_lock<AdaptiveMute
   ++staged_tasks_[dev];
   const uint64_t epoch = unstage_epoch_;
   try {
-    if (!staged) staged = memory_.try_stage_resident(node->uses);
+    if (!staged && !first) staged = memory_.try_stage_resident(node->uses);
   } catch (...) {
     error = std::current_exception();
   }
