@@ -29,9 +29,13 @@ test: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# intercept_tls_get_addr=0: GCC 12's sanitizer runtime takes a dynamic TLS block that
+# happens to start 16 bytes into a page for glibc 2.19's header and has the leak check's
+# tracer read the words before it, which kills it (SIGSEGV) at exit; NVRTC, dlopen'ed, has
+# such blocks (google/sanitizers#1322). The leak check itself stays on.
 sanitize: $(ASAN)/build.ninja
 	cmake --build $(ASAN) -j $(JOBS)
-	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  GRIDSPAN_FUZZ_PROGRAMS=$${GRIDSPAN_FUZZ_PROGRAMS:-60} ctest --output-on-failure -j $(JOBS)
 
 bench:
