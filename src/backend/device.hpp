@@ -78,6 +78,11 @@ class Device {
   /// there, not here). A synchronous device's works end with their reports: the default waits
   /// for nothing.
   virtual void wait_queued() {}
+  /// A host thread waits for work queued here from begin_wait to end_wait (calls nest, from
+  /// any thread): an asynchronous device that looks for finished works only now and then
+  /// (GRIDSPAN_COMPLETION_POLL_US) reports them at once meanwhile. The default does nothing.
+  virtual void begin_wait() {}
+  virtual void end_wait() {}
 
   // Region operations on row-major boxes (see regions.hpp), for use inside submitted work:
   // queued in order on the work's stream (cpu: done at once). Device pointers are this

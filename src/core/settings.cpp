@@ -54,6 +54,10 @@ const std::vector<Setting> kSettings = {
      "superblocks of one launch with at most this many blocks go to a GPU as parts of one "
      "kernel launch; 0: never",
      "2048", 0, 2147483647},
+    {"GRIDSPAN_COMPLETION_POLL_US", K::count, &C::completion_poll_us,
+     "a GPU's completion threads look for finished work every N microseconds and sleep "
+     "between (in the driver, spinning, while a host thread waits); 0: always in the driver",
+     "0", 0, 1000000},
     {"GRIDSPAN_CHECK", K::flag, &C::check, "checked mode for every kernel", "off"},
     {"GRIDSPAN_LOG", K::level, &C::log_level, "error, warn, info, debug", "warn"},
     {"GRIDSPAN_TRACE", K::text, &C::trace_file,

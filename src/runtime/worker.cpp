@@ -77,6 +77,25 @@ std::string describe(const Task& t) {
   return fmt::format("{} on device {}", t.kind(), t.device);
 }
 
+// While a host thread waits on the worker, its asynchronous devices report ends at once
+// (Device::begin_wait).
+class WaitingOnDevices {
+ public:
+  explicit WaitingOnDevices(const std::vector<backend::Device*>& devices) : devices_(devices) {
+    for (backend::Device* d : devices_)
+      if (d->asynchronous()) d->begin_wait();
+  }
+  ~WaitingOnDevices() {
+    for (backend::Device* d : devices_)
+      if (d->asynchronous()) d->end_wait();
+  }
+  WaitingOnDevices(const WaitingOnDevices&) = delete;
+  WaitingOnDevices& operator=(const WaitingOnDevices&) = delete;
+
+ private:
+  const std::vector<backend::Device*>& devices_;
+};
+
 }  // namespace
 
 std::string failed_task_name(int rank, TaskId task, const std::string& what) {
@@ -258,12 +277,14 @@ void Worker::drop_finished(std::vector<TaskId>& ids) const {
 void Worker::wait(TaskId id) {
   std::unique_lock<AdaptiveMutex> lock(mutex_);
   recycle_finished();
-  if (auto p = pending_.find(id); p != pending_.end() && soon_done_on_device(p->second))
-    watch_for(id, lock);
-  if (pending_.count(id)) {
-    auto at = waited_.insert(id);
-    wake_waiters_.wait(lock, [&] { return !pending_.count(id); });
-    waited_.erase(at);
+  if (auto p = pending_.find(id); p != pending_.end()) {
+    WaitingOnDevices waiting(devices_);
+    if (soon_done_on_device(p->second)) watch_for(id, lock);
+    if (pending_.count(id)) {
+      auto at = waited_.insert(id);
+      wake_waiters_.wait(lock, [&] { return !pending_.count(id); });
+      waited_.erase(at);
+    }
   }
   auto f = failed_.find(id);
   if (f != failed_.end()) {
@@ -303,10 +324,13 @@ void Worker::watch(std::unique_lock<AdaptiveMutex>& lock, Unfinished&& unfinishe
 
 void Worker::wait_all() {
   std::unique_lock<AdaptiveMutex> lock(mutex_);
-  if (!pending_.empty() && on_devices_ == pending_.size()) wait_on_devices(lock);
-  ++waiting_all_;
-  wake_waiters_.wait(lock, [&] { return pending_.empty(); });
-  --waiting_all_;
+  if (!pending_.empty()) {
+    WaitingOnDevices waiting(devices_);
+    if (on_devices_ == pending_.size()) wait_on_devices(lock);
+    ++waiting_all_;
+    wake_waiters_.wait(lock, [&] { return pending_.empty(); });
+    --waiting_all_;
+  }
   recycle_finished();
   if (unreported_) {
     auto e = unreported_;

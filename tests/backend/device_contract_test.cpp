@@ -25,6 +25,18 @@ namespace {
 
 using backend::Device;
 
+// The reports of a device's works, by number, to wait for.
+struct Reports {
+  explicit Reports(int works) : done(works) {
+    for (auto& d : done) got.push_back(d.get_future());
+  }
+  std::function<void(std::exception_ptr)> of(int k) {
+    return [this, k](std::exception_ptr e) { done[k].set_value(e); };
+  }
+  std::vector<std::promise<std::exception_ptr>> done;
+  std::vector<std::future<std::exception_ptr>> got;
+};
+
 struct Contract : testing::TestWithParam<std::string> {
   std::unique_ptr<backend::Backend> backend;
   Device* dev = nullptr;
@@ -35,13 +47,33 @@ struct Contract : testing::TestWithParam<std::string> {
     c.cpu_devices = 1;
     c.gpus = 1;
     c.cpu_threads = 2;
-    c.backend = GetParam() == "cuda" ? "cuda" : "cpu";
+    c.backend = cuda() ? "cuda" : "cpu";
     c.cpu_async = GetParam() == "cpu_async";
-    if (GetParam() == "cuda" && gpus_present() == 0)
+    if (GetParam() == "cuda_poll") c.completion_poll_us = 20;
+    if (cuda() && gpus_present() == 0)
       GTEST_SKIP() << "no GPU here: the cuda backend's contract runs on a GPU machine "
                       "(scripts/gpu-check.sh)";
     backend = backend::make_backend(c);
     dev = backend->devices().at(0);
+  }
+
+  bool cuda() const { return GetParam().starts_with("cuda"); }
+
+  // n values in [-1000, 1000] from the test seed and `salt`.
+  template <class T>
+  static std::vector<T> small_values(std::size_t n, uint64_t salt) {
+    auto g = rng(salt);
+    std::vector<T> v(n);
+    for (auto& x : v) x = static_cast<T>(static_cast<int64_t>(g() % 2001) - 1000);
+    return v;
+  }
+
+  // Submits `work` behind the work of ticket `last` (0: none) on an asynchronous device.
+  Device::Ticket submit_after(Device::Ticket last, std::function<void()> work,
+                              std::function<void(std::exception_ptr)> done) {
+    std::vector<Device::Ticket> after;
+    if (dev->asynchronous() && last) after.push_back(last);
+    return dev->submit(std::move(work), std::move(done), after);
   }
 
   // Runs `work` as submitted work and waits for its report; rethrows its error.
@@ -121,31 +153,26 @@ TEST_P(Contract, RegionOperationsMatchTheHost) {
 // x = 3x + k is not commutative.
 TEST_P(Contract, DependentWorksRunInOrderAcrossLanes) {
   const int n = 64, works = 24;
-  auto g = rng(92);
-  std::vector<int64_t> x0(n);  // small, so that 3^24 x stays far inside 64 bits
-  for (auto& v : x0) v = static_cast<int64_t>(g() % 2001) - 1000;
+  const auto x0 = small_values<int64_t>(n, 92);  // small, so that 3^24 x stays inside 64 bits
   void* x = upload_all(x0);
   std::vector<void*> adds;
   for (int k = 1; k <= works; ++k) adds.push_back(upload_all(std::vector<int64_t>(n, k)));
   void* threes = upload_all(std::vector<int64_t>(n, 3));
   const Rect box(1, {0, 0, 0}, {n, 1, 1});
-  std::vector<std::promise<std::exception_ptr>> done(works);
-  std::vector<std::future<std::exception_ptr>> reports;
-  for (auto& d : done) reports.push_back(d.get_future());
+  Reports reports(works);
   Device::Ticket last = 0;
   for (int k = 0; k < works; ++k) {
-    std::vector<Device::Ticket> after;
-    if (dev->asynchronous() && last) after.push_back(last);
-    last = dev->submit(
+    last = submit_after(
+        last,
         [&, k] {
           dev->combine(x, box, threes, box, annotation::ReduceOp::mul, DType::i64);
           dev->combine(x, box, adds[k], box, annotation::ReduceOp::add, DType::i64);
         },
-        [&, k](std::exception_ptr e) { done[k].set_value(e); }, after);
+        reports.of(k));
     // A synchronous device orders nothing itself: the worker waits for each dependency.
-    if (!dev->asynchronous()) reports[k].wait();
+    if (!dev->asynchronous()) reports.got[k].wait();
   }
-  for (auto& r : reports) EXPECT_EQ(r.get(), nullptr);
+  for (auto& r : reports.got) EXPECT_EQ(r.get(), nullptr);
   std::vector<int64_t> want = x0;
   for (int k = 1; k <= works; ++k)
     for (int64_t& v : want) v = 3 * v + k;
@@ -163,23 +190,20 @@ TEST_P(Contract, WaitQueuedReturnsOnceTheQueuedWorksHaveRun) {
     GTEST_SKIP() << "a synchronous device's works end with their reports, which the worker "
                     "waits for";
   const int n = 1 << 22, works = 8;
-  auto g = rng(93);
-  std::vector<int64_t> x0(n);
-  for (auto& v : x0) v = static_cast<int64_t>(g() % 2001) - 1000;
+  const auto x0 = small_values<int64_t>(n, 93);
   void* x = upload_all(x0);
   void* threes = upload_all(std::vector<int64_t>(n, 3));
   const Rect box(1, {0, 0, 0}, {n, 1, 1});
   std::vector<std::promise<void>> done(works);
   Device::Ticket last = 0;
   for (int k = 0; k < works; ++k) {
-    std::vector<Device::Ticket> after;
-    if (dev->asynchronous() && last) after.push_back(last);
-    last = dev->submit(
+    last = submit_after(
+        last,
         [&] {
-          if (GetParam() != "cuda") std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          if (!cuda()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
           dev->combine(x, box, threes, box, annotation::ReduceOp::mul, DType::i64);
         },
-        [&, k](std::exception_ptr) { done[k].set_value(); }, after);
+        [&, k](std::exception_ptr) { done[k].set_value(); });
   }
   dev->wait_queued();
   std::vector<int64_t> want = x0;
@@ -222,7 +246,39 @@ TEST_P(Contract, DescribesItselfAndAllocates) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Contract, testing::Values("cpu", "cpu_async", "cuda"),
+// Every work is reported, in and out of a host thread's wait (begin_wait to end_wait, which
+// nest). With GRIDSPAN_COMPLETION_POLL_US (cuda_poll) a GPU's lanes look for ends now and
+// then outside such a wait and wait in the driver within it.
+TEST_P(Contract, WorksAreReportedInAndOutOfAHostThreadsWait) {
+  const int n = 1 << 16, works = 24;
+  const auto x0 = small_values<int32_t>(n, 94);
+  void* x = upload_all(x0);
+  void* ones = upload_all(std::vector<int32_t>(n, 1));
+  const Rect box(1, {0, 0, 0}, {n, 1, 1});
+  Reports reports(works);
+  Device::Ticket last = 0;
+  for (int k = 0; k < works; ++k) {
+    if (k == 8 || k == 10) dev->begin_wait();
+    if (k == 14 || k == 16) dev->end_wait();
+    last = submit_after(
+        last, [&] { dev->combine(x, box, ones, box, annotation::ReduceOp::add, DType::i32); },
+        reports.of(k));
+    if (!dev->asynchronous()) reports.got[k].wait();
+  }
+  for (int k = 0; k < works; ++k) {
+    // A lost report would hang here: a minute is far beyond any lane's look.
+    ASSERT_EQ(reports.got[k].wait_for(std::chrono::seconds(60)), std::future_status::ready) << k;
+    EXPECT_EQ(reports.got[k].get(), nullptr) << k;
+  }
+  std::vector<int32_t> want = x0;
+  for (int32_t& v : want) v += works;
+  EXPECT_EQ(download_all<int32_t>(x, n), want);
+  dev->deallocate(x, n * 4);
+  dev->deallocate(ones, n * 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Contract,
+                         testing::Values("cpu", "cpu_async", "cuda", "cuda_poll"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -145,6 +145,11 @@ class AsyncDevice final : public backend::cpu::LaneDevice {
   std::atomic<int> slow_next{0};         // milliseconds the next work submitted takes
   std::atomic<int> jitter_us{0};         // each work takes up to this long more
   std::atomic<bool> unreachable{false};  // memory other workers lend is out of its reach
+  std::atomic<int> waiting{0};           // host threads between begin_wait and end_wait
+  std::atomic<int> waits{0};             // begin_wait calls
+
+  void begin_wait() override { ++waits, ++waiting; }
+  void end_wait() override { --waiting; }
 
   void copy_lent(void* dst, const Rect& dst_rect, const std::vector<unsigned char>& lent,
                  const Rect& src_rect, const Rect& region, std::size_t elem_size) override {
@@ -207,6 +212,41 @@ TEST(Worker, DependentTasksAreQueuedBehindTheirPredecessorsOnTheirDevice) {
       EXPECT_EQ(stats.tasks_released_early, 0u);
       for (int d = 0; d < 2; ++d) EXPECT_EQ(rig.async(d).max_unfinished(), 1);
     }
+  }
+}
+
+// A host thread waiting for a task (wait) or for all (wait_all) tells each asynchronous
+// device for as long as it waits (a GPU's lanes that poll then wait in the driver), and
+// not when there is nothing to wait for.
+TEST(Worker, AWaitingHostThreadTellsItsAsynchronousDevices) {
+  auto g = test::rng(33);
+  for (bool all : {false, true}) {
+    AsyncRig rig(2, 1 << 20);
+    rig.async(0).slow_first = 200;
+    const int n = 1000;
+    auto values = test::random_vector<int>(n, g);
+    std::vector<int> out(n, test::poison<int>());
+    auto [tasks, chain] = copy_chain(rig, 1, 4, values, out);
+    const plan::TaskId last = chain.back().id;
+    tasks.insert(tasks.end(), chain.begin(), chain.end());
+    rig.worker->submit(std::move(tasks));
+    std::atomic<bool> over{false}, seen{false};
+    std::thread look([&] {
+      while (!over && !seen) {
+        seen = rig.async(0).waiting > 0 && rig.async(1).waiting > 0;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    });
+    all ? rig.worker->wait_all() : rig.worker->wait(last);
+    over = true;
+    look.join();
+    EXPECT_TRUE(seen) << (all ? "wait_all" : "wait");
+    EXPECT_EQ(out, values);
+    for (int d = 0; d < 2; ++d) EXPECT_EQ(rig.async(d).waiting, 0) << d;
+    const int waits = rig.async(0).waits;
+    rig.worker->wait(last);  // done already: nothing to wait for
+    rig.worker->wait_all();
+    EXPECT_EQ(rig.async(0).waits, waits);
   }
 }
 

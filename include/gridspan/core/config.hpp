@@ -52,6 +52,11 @@ struct Config {
   /// Kernels of one launch on one GPU whose superblocks have at most this many blocks go
   /// as parts of one kernel launch (GRIDSPAN_BATCH_BLOCKS); 0 = never.
   int batch_blocks = 2048;
+  /// How a GPU's completion threads wait for a work's end (GRIDSPAN_COMPLETION_POLL_US): 0
+  /// = in the driver, which spins; N > 0 = they look every N microseconds and sleep between,
+  /// except while a host thread waits (Event::wait, synchronize), when they wait in the
+  /// driver again. A spinning thread slows the launching thread's driver calls.
+  int completion_poll_us = 0;
   /// Host compiler for the cpu backend (GRIDSPAN_CXX); empty = c++ from PATH.
   std::string cxx;
   /// Under mpirun: seconds without a word from a rank after which the run fails with an

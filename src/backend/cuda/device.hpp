@@ -30,7 +30,10 @@ struct LaunchLabel {
 class CudaDevice final : public Device {
  public:
   /// `budget`: the bytes the memory manager may hold on it (0 = free memory less a reserve).
-  CudaDevice(const DriverApi& api, int index, int ordinal, std::size_t budget, int streams);
+  /// `poll_us`: the completion threads look for a work's end every `poll_us` microseconds
+  /// while no host thread waits (begin_wait); 0 = they wait in the driver, which spins.
+  CudaDevice(const DriverApi& api, int index, int ordinal, std::size_t budget, int streams,
+             int poll_us = 0);
   ~CudaDevice() override;  // waits for everything queued, then frees streams and context
 
   int index() const override { return index_; }
@@ -61,6 +64,8 @@ class CudaDevice final : public Device {
                 const Rect& region, std::size_t elem_size) override;
   void synchronize() override;
   void wait_queued() override;
+  void begin_wait() override;
+  void end_wait() override;
   void* stream() const override;
   std::vector<unsigned char> lend(const void* ptr, std::size_t bytes) override;
   void copy_lent(void* dst, const Rect& dst_rect, const std::vector<unsigned char>& lent,
@@ -93,6 +98,7 @@ class CudaDevice final : public Device {
     std::mutex submit_mutex;  // one work queues at a time, so labels and events pair up
     AdaptiveMutex mutex;      // the mutexes the completion thread shares spin before they sleep
     std::condition_variable_any cv;
+    std::condition_variable_any poll_cv;  // a polling completion thread sleeps on it
     // Works to report, from `head` on: a vector that keeps its memory (no allocation per
     // work on the launching thread, no free on the completion thread).
     std::vector<Pending> queue;
@@ -102,6 +108,7 @@ class CudaDevice final : public Device {
     std::thread thread;
   };
   void completion_loop(Lane& lane);
+  CUresult wait_event(Lane& lane, CUevent event);  // on the lane's completion thread
   Pending next_pending(Lane& lane);
   static void push_pending(Lane& lane, Pending p);                      // under the lane's mutex
   std::size_t lane_for(Queue queue, const std::vector<Ticket>& after);  // index in lanes_
@@ -127,6 +134,8 @@ class CudaDevice final : public Device {
   int arch_ = 0;
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::atomic<unsigned> next_lane_{0};
+  const int poll_us_;
+  std::atomic<int> waiters_{0};  // host threads between begin_wait and end_wait
   Stream to_host_, from_host_;
   AdaptiveMutex events_mutex_;
   std::vector<Event> events_;  // finished works' events, for the next

@@ -50,6 +50,7 @@ namespace gridspan::backend::cuda {
   X(cuEventDestroy)                       \
   X(cuEventRecord)                        \
   X(cuEventSynchronize)                   \
+  X(cuEventQuery)                         \
   X(cuStreamWaitEvent)                    \
   X(cuModuleLoadData)                     \
   X(cuModuleUnload)                       \
