@@ -5,6 +5,9 @@
 # $OUTDIR.
 #
 #   scripts/launch-bench.sh               # n = 65536 and 16 Mi, 1 and 4 chunks
+#   POLLS="0 5 20" SIZES=65536 scripts/launch-bench.sh
+#                                         # GRIDSPAN_COMPLETION_POLL_US 0, 5, 20 in turn,
+#                                         # each beside CuPy (ROUNDS=2: all of it twice)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUTDIR=${OUTDIR:-bench/results/launch-$(date +%F)}
@@ -16,11 +19,19 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGRIDSPAN_ENABLE_CUD
 cmake --build "$BUILD" -j "$(nproc)" --target bench_launch >/dev/null
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader || true
 export GRIDSPAN_CACHE_DIR=$PWD/$BUILD/kernel-cache
-for n in $SIZES; do
-  launches=$([ "$n" -gt 1000000 ] && echo 2000 || echo 20000)
-  echo "== n = $n, $launches launches per chain"
-  "$BUILD/bench/bench_launch" --n "$n" --launches "$launches" --json "$OUTDIR/gridspan-$n.json"
-  python3 bench/launch/cupy_launch.py --n "$n" --launches "$launches" --json "$OUTDIR/cupy-$n.json"
+POLLS=${POLLS:-0}
+for round in $(seq "${ROUNDS:-1}"); do
+  for n in $SIZES; do
+    launches=$([ "$n" -gt 1000000 ] && echo 2000 || echo 20000)
+    for poll in $POLLS; do
+      tag=$n$([ "$POLLS" = 0 ] || echo "-poll$poll")$([ "${ROUNDS:-1}" = 1 ] || echo "-r$round")
+      echo "== n = $n, $launches launches per chain, GRIDSPAN_COMPLETION_POLL_US=$poll"
+      GRIDSPAN_COMPLETION_POLL_US=$poll "$BUILD/bench/bench_launch" --n "$n" \
+        --launches "$launches" --json "$OUTDIR/gridspan-$tag.json"
+      python3 bench/launch/cupy_launch.py --n "$n" --launches "$launches" \
+        --json "$OUTDIR/cupy-$tag.json"
+    done
+  done
 done
 # The floor: the same kernel launched by plain CUDA (runtime API), with and without an event
 # after each launch and a thread waiting on them, and what enqueueing a launch costs the host.

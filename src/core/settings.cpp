@@ -58,6 +58,10 @@ const std::vector<Setting> kSettings = {
      "a GPU's completion threads look for finished work every N microseconds and sleep "
      "between (in the driver, spinning, while a host thread waits); 0: always in the driver",
      "0", 0, 1000000},
+    {"GRIDSPAN_MAX_TASKS", K::count, &C::max_tasks,
+     "a launch waits while this many tasks are unfinished, until half of them have ended (a run "
+     "of one process); 0: never",
+     "16384", 0, 2147483647},
     {"GRIDSPAN_CHECK", K::flag, &C::check, "checked mode for every kernel", "off"},
     {"GRIDSPAN_LOG", K::level, &C::log_level, "error, warn, info, debug", "warn"},
     {"GRIDSPAN_TRACE", K::text, &C::trace_file,

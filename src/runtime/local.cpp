@@ -23,6 +23,7 @@ LocalRunner::LocalRunner(const Config& config, bool whole_run)
   transfers_->check_transfers(config_.check_transfers);
   worker_->observe(trace_.get());
   worker_->set_batch_blocks(config_.batch_blocks);
+  worker_->set_max_unfinished(static_cast<std::size_t>(config_.max_tasks));
 }
 
 LocalRunner::~LocalRunner() {
@@ -34,9 +35,9 @@ LocalRunner::~LocalRunner() {
   const WorkerStats s = worker_->stats();
   log::debug(
       "worker: {} tasks run, {} failed; {} queued on GPUs, {} of them released early, {} "
-      "batched; {} staging retries",
+      "batched; {} staging retries; at most {} unfinished, {} waits for them",
       s.tasks_run, s.tasks_failed, s.tasks_submitted, s.tasks_released_early, s.tasks_batched,
-      s.stage_retries);
+      s.stage_retries, s.most_unfinished, s.submit_waits);
   const bool write = trace_ && whole_run_;
   const RankInfo self = write ? describe(0) : RankInfo{};
   worker_.reset();

@@ -148,6 +148,7 @@ Worker::~Worker() {
 
 void Worker::submit(std::vector<Task>&& tasks) {
   std::unique_lock<AdaptiveMutex> lock(mutex_);
+  wait_for_room(lock);
   recycle_finished();
   // All of the batch first: a task may depend on one that comes later in the batch.
   Scratch<std::vector<Node*>> nodes;
@@ -155,6 +156,7 @@ void Worker::submit(std::vector<Task>&& tasks) {
     nodes->push_back(&add_node(std::move(t)));
     max_submitted_ = std::max(max_submitted_, nodes->back()->task.id);
   }
+  stats_.most_unfinished = std::max<uint64_t>(stats_.most_unfinished, pending_.size());
   announce(*nodes);
   for (Node* node : *nodes) count_dependencies(*node);
   // Tasks ready at once are dispatched by the submitting thread: one hand-off fewer. So
@@ -167,6 +169,25 @@ void Worker::submit(std::vector<Task>&& tasks) {
     }
   lock.unlock();
   if (!work->empty()) process(*work, -1);
+}
+
+// A program that launches faster than its devices run waits here, as under StarPU's
+// STARPU_LIMIT_MAX_SUBMITTED_TASKS, so that unfinished tasks and their memory stay bounded
+// (a GPU's driver holds a launching thread back the same way once its queue is full).
+// It waits for tasks submitted before, which end without later ones. Not with other
+// processes: a rank must keep taking its part of plans while it waits on theirs.
+void Worker::wait_for_room(std::unique_lock<AdaptiveMutex>& lock) {
+  if (max_unfinished_ == 0 || pending_.size() < max_unfinished_) return;
+  if (hooks_ && hooks_->rank() >= 0) return;
+  ++stats_.submit_waits;
+  WaitingOnDevices waiting(devices_);
+  ++waiting_room_;
+  wake_waiters_.wait(lock, [&] { return room_again(); });
+  --waiting_room_;
+}
+
+bool Worker::room_again() const {
+  return pending_.size() <= max_unfinished_ / 2;
 }
 
 // Under the lock: a node for `t`, from those of finished tasks where one is left (its
@@ -1034,7 +1055,8 @@ void Worker::finish(Node* first, std::exception_ptr first_error, std::deque<Node
     if (node->launched && devices_[node->task.device]->asynchronous()) --on_devices_;
     finished_.push_back(pending_.extract(id));
     finishes_.fetch_add(1, std::memory_order_release);
-    if (waited || (waiting_all_ > 0 && pending_.empty())) wake_waiters_.notify_all();
+    if (waited || (waiting_all_ > 0 && pending_.empty()) || (waiting_room_ > 0 && room_again()))
+      wake_waiters_.notify_all();
   }
 }
 

@@ -36,6 +36,8 @@ struct WorkerStats {
   uint64_t tasks_submitted = 0;       // handed to an asynchronous device (a GPU)
   uint64_t tasks_released_early = 0;  // ... while dependencies of theirs still ran there
   uint64_t tasks_batched = 0;         // kernels that went with others as one submission
+  uint64_t most_unfinished = 0;       // the most tasks submitted and unfinished at once
+  uint64_t submit_waits = 0;          // times submit waited for tasks to end first
 };
 
 /// On a worker connected to other processes a task's own failure is named "rank R, task T
@@ -120,6 +122,9 @@ class Worker {
   /// Kernels whose superblocks have at most `blocks` blocks go to an asynchronous device
   /// with others of their launch as one submission (0: each alone). Before any submit.
   void set_batch_blocks(int64_t blocks) { batch_blocks_ = blocks; }
+  /// In a run of one process, submit waits while `tasks` or more are unfinished until half
+  /// of them have ended (0: never waits). Before any submit.
+  void set_max_unfinished(std::size_t tasks) { max_unfinished_ = tasks; }
 
  private:
   struct Node {
@@ -199,6 +204,8 @@ class Worker {
   template <class Unfinished>
   void watch(std::unique_lock<AdaptiveMutex>& lock, Unfinished&& unfinished);
   void wait_on_devices(std::unique_lock<AdaptiveMutex>& lock);
+  void wait_for_room(std::unique_lock<AdaptiveMutex>& lock);
+  bool room_again() const;
   void finish(Node* node, std::exception_ptr error, std::deque<Node*>& ready);
 
   std::vector<backend::Device*> devices_;
@@ -208,6 +215,7 @@ class Worker {
   std::vector<std::size_t> staging_limit_;  // per device
   bool stream_order_;
   int64_t batch_blocks_ = 2048;
+  std::size_t max_unfinished_ = 0;
 
   mutable AdaptiveMutex mutex_;
   std::condition_variable_any wake_scheduler_, wake_waiters_;
@@ -224,6 +232,7 @@ class Worker {
   plan::TaskId max_submitted_ = 0;
   std::unordered_multiset<plan::TaskId> waited_;  // tasks a wait() is blocked on
   int waiting_all_ = 0;
+  int waiting_room_ = 0;        // submits waiting for tasks to end (wait_for_room)
   std::size_t on_devices_ = 0;  // pending tasks queued on asynchronous devices
   bool stop_ = false;
   bool progress_ = false;              // something was unstaged since the last staging attempt

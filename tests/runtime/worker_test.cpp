@@ -250,6 +250,34 @@ TEST(Worker, AWaitingHostThreadTellsItsAsynchronousDevices) {
   }
 }
 
+// Tasks submitted one by one faster than they run: submit waits once `max` are unfinished
+// until half of them have ended, so at most `max` are unfinished at once (0: no bound, and
+// they pile up behind the slow first one). The data is right either way.
+TEST(Worker, SubmitWaitsWhileTooManyTasksAreUnfinished) {
+  auto g = test::rng(34);
+  for (std::size_t max : {0, 8}) {
+    AsyncRig rig(1, 1 << 20);
+    rig.async(0).slow_first = 50;
+    rig.worker->set_max_unfinished(max);
+    const int n = 1000, links = 64;
+    auto values = test::random_vector<int>(n, g);
+    std::vector<int> out(n, test::poison<int>());
+    auto [creates, chain] = copy_chain(rig, 1, links, values, out);
+    for (Task& t : creates) rig.worker->submit({std::move(t)});
+    for (Task& t : chain) rig.worker->submit({std::move(t)});
+    rig.worker->wait_all();
+    EXPECT_EQ(out, values) << max;
+    const WorkerStats s = rig.worker->stats();
+    if (max) {
+      EXPECT_LE(s.most_unfinished, max);
+      EXPECT_GE(s.submit_waits, 1u);
+    } else {
+      EXPECT_GT(s.most_unfinished, uint64_t(links / 2));
+      EXPECT_EQ(s.submit_waits, 0u);
+    }
+  }
+}
+
 // A copy queued behind a slow one on its device goes to the device at once when its chunks
 // are resident; when one of them was spilled to the host, it waits for the slow copy to end
 // instead (bringing the chunk in ahead would evict what the tasks queued before it need;

@@ -57,6 +57,10 @@ struct Config {
   /// except while a host thread waits (Event::wait, synchronize), when they wait in the
   /// driver again. A spinning thread slows the launching thread's driver calls.
   int completion_poll_us = 0;
+  /// A launch (or any call that adds tasks) waits while this many tasks are unfinished,
+  /// until half of them have ended (GRIDSPAN_MAX_TASKS): a program that launches faster than
+  /// its devices run keeps bounded memory. 0 = never waits. In a run of one process.
+  int max_tasks = 16384;
   /// Host compiler for the cpu backend (GRIDSPAN_CXX); empty = c++ from PATH.
   std::string cxx;
   /// Under mpirun: seconds without a word from a rank after which the run fails with an
