@@ -321,7 +321,10 @@ std::vector<MemoryStats> Cluster::memory_stats() {
     if (spaces.size() != devices + 2)
       throw NetError(fmt::format("rank {} sent figures of {} spaces for {} devices", rank,
                                  spaces.size(), devices));
-    for (std::size_t d = 0; d < devices; ++d) out.push_back(spaces[d]);
+    for (std::size_t d = 0; d < devices; ++d) {  // "rank 1 cpu:0": each rank names its own
+      out.push_back(spaces[d]);
+      out.back().name = fmt::format("rank {} {}", rank, spaces[d].name);
+    }
     for (auto [sum, s] :
          {std::pair{&host, &spaces[devices]}, std::pair{&disk, &spaces[devices + 1]}}) {
       sum->name = s->name;

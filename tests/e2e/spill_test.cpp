@@ -1,5 +1,7 @@
 // Spilling: device and host limits far below the data; results stay exact, statistics show
 // the bytes that went to host memory and to disk.
+#include <set>
+
 #include "e2e/support.hpp"
 
 namespace gridspan::test {
@@ -27,6 +29,15 @@ TEST(Spill, DataSurvivesDeviceHostDiskRoundTrips) {
   auto stats = ctx.memory_stats();
   const std::size_t devices = static_cast<std::size_t>(ctx.device_count());
   ASSERT_EQ(stats.size(), devices + 2);  // cpu:0, cpu:1 (of every rank), host, disk
+  // Every device once: under mpirun each rank's own names come after "rank R ".
+  std::set<std::string> names;
+  for (std::size_t d = 0; d < devices; ++d) names.insert(stats[d].name);
+  EXPECT_EQ(names.size(), devices);
+  EXPECT_EQ(stats[devices].name, "host");
+  EXPECT_EQ(stats[devices + 1].name, "disk");
+  if (ranks() > 1)  // the last device is the last rank's
+    EXPECT_EQ(stats[devices - 1].name.rfind(fmt::format("rank {} ", ranks() - 1), 0), 0u)
+        << stats[devices - 1].name;
   EXPECT_GT(stats[0].spilled_bytes, 0u);
   EXPECT_GT(stats[devices].spilled_bytes, 0u);  // host → disk
   EXPECT_LE(stats[0].peak_bytes, stats[0].total_bytes);

@@ -34,7 +34,7 @@ inline int ranks() {
 
 /// Expects `fn` to throw E whose message contains every phrase.
 template <class E, class F>
-void expect_error(F&& fn, std::initializer_list<std::string> phrases) {
+void expect_error(F&& fn, const std::vector<std::string>& phrases) {
   try {
     fn();
     ADD_FAILURE() << "expected an error";
