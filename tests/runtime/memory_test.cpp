@@ -194,6 +194,13 @@ MemoryLimits small_limits(const std::string& dir) {
   return limits;
 }
 
+// What most tests here start from: one 64 KiB device and the small limits.
+struct SmallRig {
+  TempDir dir;
+  FakeDevice dev{0, 64 * KiB};
+  MemoryManager mm{{&dev}, small_limits(dir.str())};
+};
+
 TEST(BlockPool, SizeClasses) {
   using detail::BlockPool;
   EXPECT_EQ(BlockPool::size_class(0), 512u);
@@ -250,9 +257,8 @@ TEST(BlockPool, CachesFreedBlocksAndReleasesThem) {
 }
 
 TEST(MemoryManager, FreshChunkNeedsNoCopies) {
-  TempDir dir;
-  FakeDevice dev(0, 64 * KiB);
-  MemoryManager mm({&dev}, small_limits(dir.str()));
+  SmallRig rig;
+  auto& [dir, dev, mm] = rig;
   mm.create(7, 10000, 0);
   EXPECT_TRUE(mm.exists(7));
   EXPECT_EQ(mm.bytes(7), 10000u);
@@ -273,9 +279,8 @@ TEST(MemoryManager, FreshChunkNeedsNoCopies) {
 // full one (fresh memory here), resident at once, and sized and staged in one lock. A chunk
 // named twice gets it in both uses; a staging over its budget leaves the uses as they were.
 TEST(MemoryManager, StagingGivesEachUseItsChunksMemory) {
-  TempDir dir;
-  FakeDevice dev(0, 64 * KiB);
-  MemoryManager mm({&dev}, small_limits(dir.str()));
+  SmallRig rig;
+  auto& [dir, dev, mm] = rig;
   mm.create(1, 4000, 0);
   mm.create(2, 6000, 0);
   std::vector<ChunkUse> uses{{1, true}, {2, false}, {1, false}};
@@ -302,9 +307,8 @@ TEST(MemoryManager, StagingGivesEachUseItsChunksMemory) {
 }
 
 TEST(MemoryManager, QuickStagingOnlyForResidentChunks) {
-  TempDir dir;
-  FakeDevice dev(0, 64 * KiB);
-  MemoryManager mm({&dev}, small_limits(dir.str()));
+  SmallRig rig;
+  auto& [dir, dev, mm] = rig;
   mm.create(1, 4000, 0);
   mm.create(2, 4000, 0);
   EXPECT_FALSE(mm.try_stage_resident({{1, false}}));  // fresh: memory must be taken first
@@ -363,9 +367,8 @@ TEST(MemoryManager, DataSurvivesRoundTripsThroughHostAndDisk) {
 }
 
 TEST(MemoryManager, EvictsLeastRecentlyUsedFirst) {
-  TempDir dir;
-  FakeDevice dev(0, 64 * KiB);
-  MemoryManager mm({&dev}, small_limits(dir.str()));
+  SmallRig rig;
+  auto& [dir, dev, mm] = rig;
   for (ChunkId id = 0; id < 6; ++id) mm.create(id, 16 * KiB, 0);
   for (ChunkId id = 0; id < 4; ++id) {
     ASSERT_TRUE(mm.try_stage({{id, true}}));
@@ -390,9 +393,8 @@ TEST(MemoryManager, EvictsLeastRecentlyUsedFirst) {
 // needs goes first (least recently used first), then the one needed last; announcements
 // made before a chunk exists count, and retired ones no longer do.
 TEST(MemoryManager, EvictsByTheQueuedTasksNextUses) {
-  TempDir dir;
-  FakeDevice dev(0, 64 * KiB);
-  MemoryManager mm({&dev}, small_limits(dir.str()));
+  SmallRig rig;
+  auto& [dir, dev, mm] = rig;
   for (ChunkId id = 0; id < 4; ++id) mm.create(id, 16 * KiB, 0);
   mm.announce(99, {{2, false}});  // ignored: no device has held half of its limit yet
   for (ChunkId id = 0; id < 4; ++id) {
@@ -609,9 +611,8 @@ TEST(MemoryManager, TaskSourcesInAFullHostGoThroughDisk) {
 }
 
 TEST(MemoryManager, StagingIsAllOrNothing) {
-  TempDir dir;
-  FakeDevice dev(0, 64 * KiB);
-  MemoryManager mm({&dev}, small_limits(dir.str()));
+  SmallRig rig;
+  auto& [dir, dev, mm] = rig;
   for (ChunkId id = 0; id < 5; ++id) mm.create(id, 16 * KiB, 0);
   std::vector<ChunkUse> a{{0, true}, {1, false}, {2, true}};
   std::vector<ChunkUse> b{{3, true}, {4, false}};
@@ -638,9 +639,8 @@ TEST(MemoryManager, StagingIsAllOrNothing) {
 }
 
 TEST(MemoryManager, OneTaskTooLargeIsOutOfMemory) {
-  TempDir dir;
-  FakeDevice dev(0, 64 * KiB);
-  MemoryManager mm({&dev}, small_limits(dir.str()));
+  SmallRig rig;
+  auto& [dir, dev, mm] = rig;
   std::vector<ChunkUse> task;
   for (ChunkId id = 0; id < 5; ++id) {
     mm.create(id, 16 * KiB, 0);
@@ -919,9 +919,8 @@ TEST(MemoryManager, StatsAreExactAfterAScriptedSequence) {
 }
 
 TEST(MemoryManager, MisuseIsAnError) {
-  TempDir dir;
-  FakeDevice dev(0, 64 * KiB);
-  MemoryManager mm({&dev}, small_limits(dir.str()));
+  SmallRig rig;
+  auto& [dir, dev, mm] = rig;
   mm.create(1, 100, 0);
   EXPECT_THROW(mm.create(1, 100, 0), Error);
   EXPECT_THROW(mm.create(2, 100, 1), Error);
