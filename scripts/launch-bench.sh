@@ -8,6 +8,8 @@
 #   POLLS="0 5 20" SIZES=65536 scripts/launch-bench.sh
 #                                         # GRIDSPAN_COMPLETION_POLL_US 0, 5, 20 in turn,
 #                                         # each beside CuPy (ROUNDS=2: all of it twice)
+#   LAUNCH_THREADS="1 0" scripts/launch-bench.sh
+#                                         # GRIDSPAN_LAUNCH_THREAD on and off in turn
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUTDIR=${OUTDIR:-bench/results/launch-$(date +%F)}
@@ -20,16 +22,21 @@ cmake --build "$BUILD" -j "$(nproc)" --target bench_launch >/dev/null
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader || true
 export GRIDSPAN_CACHE_DIR=$PWD/$BUILD/kernel-cache
 POLLS=${POLLS:-0}
+LAUNCH_THREADS=${LAUNCH_THREADS:-1}
 for round in $(seq "${ROUNDS:-1}"); do
   for n in $SIZES; do
     launches=$([ "$n" -gt 1000000 ] && echo 2000 || echo 20000)
     for poll in $POLLS; do
-      tag=$n$([ "$POLLS" = 0 ] || echo "-poll$poll")$([ "${ROUNDS:-1}" = 1 ] || echo "-r$round")
-      echo "== n = $n, $launches launches per chain, GRIDSPAN_COMPLETION_POLL_US=$poll"
-      GRIDSPAN_COMPLETION_POLL_US=$poll "$BUILD/bench/bench_launch" --n "$n" \
-        --launches "$launches" --json "$OUTDIR/gridspan-$tag.json"
-      python3 bench/launch/cupy_launch.py --n "$n" --launches "$launches" \
-        --json "$OUTDIR/cupy-$tag.json"
+      for lt in $LAUNCH_THREADS; do
+        tag=$n$([ "$POLLS" = 0 ] || echo "-poll$poll")$([ "$LAUNCH_THREADS" = 1 ] || echo "-lt$lt")
+        tag=$tag$([ "${ROUNDS:-1}" = 1 ] || echo "-r$round")
+        echo "== n = $n, $launches launches per chain, GRIDSPAN_COMPLETION_POLL_US=$poll" \
+          "GRIDSPAN_LAUNCH_THREAD=$lt"
+        GRIDSPAN_COMPLETION_POLL_US=$poll GRIDSPAN_LAUNCH_THREAD=$lt "$BUILD/bench/bench_launch" \
+          --n "$n" --launches "$launches" --json "$OUTDIR/gridspan-$tag.json"
+        python3 bench/launch/cupy_launch.py --n "$n" --launches "$launches" \
+          --json "$OUTDIR/cupy-$tag.json"
+      done
     done
   done
 done

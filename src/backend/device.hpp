@@ -78,6 +78,10 @@ class Device {
   /// there, not here). A synchronous device's works end with their reports: the default waits
   /// for nothing.
   virtual void wait_queued() {}
+  /// For a host thread about to wait: works submitted here that the device has not begun
+  /// yet (a GPU whose launch thread has not queued them) are begun on the calling thread,
+  /// whose caches hold them, instead of being handed over. The default does nothing.
+  virtual void flush() {}
   /// A host thread waits for work queued here from begin_wait to end_wait (calls nest, from
   /// any thread): an asynchronous device that looks for finished works only now and then
   /// (GRIDSPAN_COMPLETION_POLL_US) reports them at once meanwhile. The default does nothing.

@@ -58,6 +58,10 @@ const std::vector<Setting> kSettings = {
      "a GPU's completion threads look for finished work every N microseconds and sleep "
      "between (in the driver, spinning, while a host thread waits); 0: always in the driver",
      "0", 0, 1000000},
+    {"GRIDSPAN_LAUNCH_THREAD", K::flag, &C::launch_thread,
+     "a GPU's kernels and copies are queued by a thread of its own, so that a launch returns "
+     "without waiting for the driver; off: by the launching thread",
+     "on"},
     {"GRIDSPAN_MAX_TASKS", K::count, &C::max_tasks,
      "a launch waits while this many tasks are unfinished, until half of them have ended (a run "
      "of one process); 0: never",

@@ -300,7 +300,10 @@ void Worker::wait(TaskId id) {
   recycle_finished();
   if (auto p = pending_.find(id); p != pending_.end()) {
     WaitingOnDevices waiting(devices_);
-    if (soon_done_on_device(p->second)) watch_for(id, lock);
+    if (soon_done_on_device(p->second)) {
+      flush_devices(lock);
+      watch_for(id, lock);
+    }
     if (pending_.count(id)) {
       auto at = waited_.insert(id);
       wake_waiters_.wait(lock, [&] { return !pending_.count(id); });
@@ -321,6 +324,15 @@ void Worker::wait(TaskId id) {
 bool Worker::soon_done_on_device(const Node& node) const {
   if (std::holds_alternative<plan::Barrier>(node.task.payload)) return any_asynchronous_;
   return node.launched && devices_[node.task.device]->asynchronous();
+}
+
+// Without the lock: what the asynchronous devices have not begun yet, the waiting thread
+// begins (Device::flush).
+void Worker::flush_devices(std::unique_lock<AdaptiveMutex>& lock) {
+  lock.unlock();
+  for (backend::Device* d : devices_)
+    if (d->asynchronous()) d->flush();
+  lock.lock();
 }
 
 void Worker::watch_for(TaskId id, std::unique_lock<AdaptiveMutex>& lock) {

@@ -200,6 +200,7 @@ class Worker {
   void unstage_chunks(Node* node, std::exception_ptr& error);  // without the lock
   void count_unstaged(const Node& node);                       // under the lock
   bool soon_done_on_device(const Node& node) const;
+  void flush_devices(std::unique_lock<AdaptiveMutex>& lock);
   void watch_for(plan::TaskId id, std::unique_lock<AdaptiveMutex>& lock);
   template <class Unfinished>
   void watch(std::unique_lock<AdaptiveMutex>& lock, Unfinished&& unfinished);

@@ -6,6 +6,7 @@
 // with a GPU (skipped elsewhere, saying so).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -50,6 +51,7 @@ struct Contract : testing::TestWithParam<std::string> {
     c.backend = cuda() ? "cuda" : "cpu";
     c.cpu_async = GetParam() == "cpu_async";
     if (GetParam() == "cuda_poll") c.completion_poll_us = 20;
+    if (GetParam() == "cuda_direct") c.launch_thread = false;
     if (cuda() && gpus_present() == 0)
       GTEST_SKIP() << "no GPU here: the cuda backend's contract runs on a GPU machine "
                       "(scripts/gpu-check.sh)";
@@ -277,8 +279,63 @@ TEST_P(Contract, WorksAreReportedInAndOutOfAHostThreadsWait) {
   dev->deallocate(ones, n * 4);
 }
 
+// With a launch thread (GRIDSPAN_LAUNCH_THREAD, on by default) a GPU's submit returns
+// before the work is queued: a work that waits for the submitting thread to go on gets
+// its signal (without one it would wait out its 30 seconds). Later works keep their order.
+TEST_P(Contract, ALaunchThreadQueuesWorksAfterTheirSubmitReturned) {
+  if (GetParam() != "cuda") GTEST_SKIP() << "only a GPU with a launch thread queues works apart";
+  std::promise<void> submitted;
+  auto signal = submitted.get_future().share();
+  bool signalled = false;
+  const int n = 1 << 12, works = 16;
+  const auto x0 = small_values<int64_t>(n, 95);
+  void* x = upload_all(x0);
+  void* threes = upload_all(std::vector<int64_t>(n, 3));
+  const Rect box(1, {0, 0, 0}, {n, 1, 1});
+  Reports reports(works);
+  Device::Ticket last = submit_after(
+      0,
+      [&] { signalled = signal.wait_for(std::chrono::seconds(30)) == std::future_status::ready; },
+      reports.of(0));
+  submitted.set_value();
+  for (int k = 1; k < works; ++k)
+    last = submit_after(
+        last, [&] { dev->combine(x, box, threes, box, annotation::ReduceOp::mul, DType::i64); },
+        reports.of(k));
+  for (auto& r : reports.got) EXPECT_EQ(r.get(), nullptr);
+  EXPECT_TRUE(signalled);
+  std::vector<int64_t> want = x0;
+  for (int64_t& v : want)
+    for (int k = 1; k < works; ++k) v *= 3;
+  EXPECT_EQ(download_all<int64_t>(x, n), want);
+  dev->deallocate(x, n * 8);
+  dev->deallocate(threes, n * 8);
+}
+
+// Once flush returns, every work submitted before it has begun (its host part has run and
+// its operations are queued), though the launch thread is busy with an earlier one.
+TEST_P(Contract, AfterAFlushEveryWorkSubmittedBeforeHasBegun) {
+  if (!cuda()) GTEST_SKIP() << "a cpu device's works begin on its executors";
+  Reports reports(3);
+  std::atomic<int> begun{0};
+  const Device::Ticket first = submit_after(
+      0,
+      [&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        ++begun;
+      },
+      reports.of(0));
+  submit_after(
+      first, [&] { ++begun; }, reports.of(1));
+  submit_after(
+      0, [&] { ++begun; }, reports.of(2));
+  dev->flush();
+  EXPECT_EQ(begun.load(), 3);
+  for (auto& r : reports.got) EXPECT_EQ(r.get(), nullptr);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Contract,
-                         testing::Values("cpu", "cpu_async", "cuda", "cuda_poll"),
+                         testing::Values("cpu", "cpu_async", "cuda", "cuda_poll", "cuda_direct"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

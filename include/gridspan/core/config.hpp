@@ -57,6 +57,11 @@ struct Config {
   /// except while a host thread waits (Event::wait, synchronize), when they wait in the
   /// driver again. A spinning thread slows the launching thread's driver calls.
   int completion_poll_us = 0;
+  /// A GPU's works are queued on its streams by a thread of its own, so that a launch
+  /// returns without waiting for the driver (GRIDSPAN_LAUNCH_THREAD); off = by the thread
+  /// that launches. A chain of launches then costs the larger of the two threads' shares
+  /// instead of their sum.
+  bool launch_thread = true;
   /// A launch (or any call that adds tasks) waits while this many tasks are unfinished,
   /// until half of them have ended (GRIDSPAN_MAX_TASKS): a program that launches faster than
   /// its devices run keeps bounded memory. 0 = never waits. In a run of one process.

@@ -245,7 +245,8 @@ class CudaBackend final : public Backend {
       : api_(api), cache_dir_(config.cache_dir) {
     for (int d = 0; d < count; ++d)
       devices_.push_back(std::make_unique<CudaDevice>(api, d, first + d, config.device_memory, 2,
-                                                      config.completion_poll_us));
+                                                      config.completion_poll_us,
+                                                      config.launch_thread));
     bool peer = true;
     for (auto& a : devices_)
       for (auto& b : devices_)

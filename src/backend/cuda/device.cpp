@@ -1,8 +1,8 @@
-// A GPU as a gridspan device. Work is queued on one of the compute streams by the submitting
-// thread; an event recorded after it is waited for by the stream's completion thread, which
-// then reports the end (never a device-wide synchronisation on this path). The memory
-// manager's moves between spaces use one copy stream per direction and wait for their own
-// event only, so they overlap with kernels.
+// A GPU as a gridspan device. Work is queued on one of the compute streams by the device's
+// launch thread (or the submitting thread, GRIDSPAN_LAUNCH_THREAD=0); an event recorded after it is
+// waited for by the stream's completion thread, which then reports the end (never a device-wide
+// synchronisation on this path). The memory manager's moves between spaces use one copy stream per
+// direction and wait for their own event only, so they overlap with kernels.
 #include "backend/cuda/device.hpp"
 
 #include "backend/lent.hpp"
@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -89,7 +90,7 @@ const char* op_tag(annotation::ReduceOp op) {
 }  // namespace
 
 CudaDevice::CudaDevice(const DriverApi& api, int index, int ordinal, std::size_t budget,
-                       int streams, int poll_us)
+                       int streams, int poll_us, bool launch_thread)
     : api_(api),
       id_(g_next_id.fetch_add(1)),
       index_(index),
@@ -133,9 +134,24 @@ CudaDevice::CudaDevice(const DriverApi& api, int index, int ordinal, std::size_t
       completion_loop(*l);
     });
   }
+  if (launch_thread) {
+    launcher_ = std::make_unique<Launcher>();
+    launcher_->thread = std::thread([this] {
+      name_this_thread("gs-cuda-launch");
+      launch_loop();
+    });
+  }
 }
 
 CudaDevice::~CudaDevice() {
+  if (launcher_) {  // it queues what was submitted before it stops
+    {
+      std::lock_guard lock(launcher_->mutex);
+      launcher_->stop = true;
+    }
+    launcher_->cv.notify_all();
+    launcher_->thread.join();
+  }
   for (auto& lane : lanes_) {
     {
       std::lock_guard lock(lane->mutex);
@@ -277,15 +293,104 @@ std::size_t CudaDevice::lane_for(Queue queue, const std::vector<Ticket>& after) 
   return next_lane_.fetch_add(1, std::memory_order_relaxed) % compute;
 }
 
+// With a launch thread the work waits in its slots; it is queued on a stream there, in
+// the order of submission, so a ticket in `after` was queued before the work that names it.
 Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
                                      std::function<void(std::exception_ptr)> done,
                                      const std::vector<Ticket>& after) {
+  if (!launcher_) {
+    const Ticket ticket = last_ticket_.fetch_add(1, std::memory_order_relaxed) + 1;
+    queue_work(queue, work, done, after, ticket);
+    return ticket;
+  }
+  Launcher& l = *launcher_;
+  Ticket ticket = 0;
+  bool wake = false;
+  {
+    std::lock_guard lock(l.mutex);
+    if (l.count == l.slots.size()) l.slots.emplace_back();
+    Submission& s = l.slots[l.count++];
+    ticket = last_ticket_.fetch_add(1, std::memory_order_relaxed) + 1;
+    s.queue = queue;
+    s.work = std::move(work);
+    s.done = std::move(done);
+    s.after.assign(after.begin(), after.end());
+    s.ticket = ticket;
+    l.unqueued.fetch_add(1, std::memory_order_release);
+    wake = l.idle == Launcher::Idle::asleep || (l.idle == Launcher::Idle::napping && l.count > 1);
+  }
+  if (wake) l.cv.notify_one();
+  return ticket;
+}
+
+// The launch thread: queues every work submitted so far, in turn. Out of work, it naps
+// (20 us at a time, for up to 1 ms, then it sleeps): a submit wakes a napping thread only
+// once two works wait, so that a single launch followed by a wait is queued by the waiting
+// thread itself (flush) without paying for a wake-up, while a launch that nobody waits for
+// starts within a nap.
+void CudaDevice::launch_loop() {
+  Launcher& l = *launcher_;
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);  // naps of 20 us, not 70
+  for (;;) {
+    {
+      std::unique_lock lock(l.mutex);
+      const auto idle_since = std::chrono::steady_clock::now();
+      while (!l.stop && l.count == 0) {
+        if (std::chrono::steady_clock::now() - idle_since < std::chrono::milliseconds(1)) {
+          l.idle = Launcher::Idle::napping;
+          l.cv.wait_for(lock, std::chrono::microseconds(20));
+        } else {
+          l.idle = Launcher::Idle::asleep;
+          l.cv.wait(lock, [&] { return l.stop || l.count > 0; });
+        }
+      }
+      l.idle = Launcher::Idle::busy;
+      if (l.count == 0) return;  // stopping, and everything submitted is queued
+    }
+    queue_submitted();
+  }
+}
+
+// Queues every work submitted so far, in turn, once it has the turn (`queuing`). Whoever
+// waits for the turn looks again and yields meanwhile: a thread asleep on the mutex would
+// cost the one that lets it go a wake-up, and a waiting host thread its own.
+void CudaDevice::queue_submitted() {
+  Launcher& l = *launcher_;
+  std::unique_lock queuing(l.queuing, std::try_to_lock);
+  while (!queuing) {
+    if (l.unqueued.load(std::memory_order_acquire) == 0) return;  // the other one queued them
+    std::this_thread::yield();
+    queuing.try_lock();
+  }
+  std::size_t n = 0;
+  {
+    std::lock_guard lock(l.mutex);
+    std::swap(l.slots, l.taken);
+    n = std::exchange(l.count, 0);
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    Submission& s = l.taken[k];
+    queue_work(s.queue, s.work, s.done, s.after, s.ticket);
+    s.work = nullptr;
+    s.done = nullptr;
+    l.unqueued.fetch_sub(1, std::memory_order_release);
+  }
+}
+
+// A host thread about to wait queues what the launch thread has not taken yet itself: the
+// works' data are in its caches, and the hand-over costs the wait microseconds.
+void CudaDevice::flush() {
+  if (launcher_ && launcher_->unqueued.load(std::memory_order_acquire) > 0) queue_submitted();
+}
+
+void CudaDevice::queue_work(Queue queue, std::function<void()>& work,
+                            std::function<void(std::exception_ptr)>& done,
+                            const std::vector<Ticket>& after, Ticket ticket) {
   const std::size_t index = lane_for(queue, after);
   Lane& lane = *lanes_[index];
   LaunchLabel label;
   std::exception_ptr error;
   Event event;
-  Ticket ticket = 0;
   {
     std::lock_guard lock(lane.submit_mutex);
     const Current saved = t_current;
@@ -311,7 +416,6 @@ Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
       event = take_event();
       GRIDSPAN_CHECK_CU(api_.cuEventRecord(event, lane.stream), name_);
       std::lock_guard tickets(tickets_mutex_);
-      ticket = ++last_ticket_;
       add_in_flight(ticket, InFlight{event.get(), index});
     } catch (...) {
       if (event) give_event(std::move(event));
@@ -324,7 +428,6 @@ Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
     push_pending(lane, Pending{std::move(event), ticket, std::move(done), error, std::move(label)});
   }
   lane.cv.notify_one();
-  return ticket;
 }
 
 // The lane's next work, or one without a `done` when the lane stops. A lane that has just
@@ -450,6 +553,7 @@ void CudaDevice::synchronize() {
 // Waits as plain CUDA's synchronize does (the driver spins while cores are spare); a fault
 // is left for the completion threads to report.
 void CudaDevice::wait_queued() {
+  flush();  // whatever the launch thread was queuing is queued once flush has the turn
   bind();
   for (auto& lane : lanes_) api_.cuStreamSynchronize(lane->stream);
 }

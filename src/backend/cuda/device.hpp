@@ -32,8 +32,10 @@ class CudaDevice final : public Device {
   /// `budget`: the bytes the memory manager may hold on it (0 = free memory less a reserve).
   /// `poll_us`: the completion threads look for a work's end every `poll_us` microseconds
   /// while no host thread waits (begin_wait); 0 = they wait in the driver, which spins.
+  /// `launch_thread`: works are queued on the streams by a thread of the device's own, so
+  /// that submit returns at once; false: by the submitting thread.
   CudaDevice(const DriverApi& api, int index, int ordinal, std::size_t budget, int streams,
-             int poll_us = 0);
+             int poll_us = 0, bool launch_thread = false);
   ~CudaDevice() override;  // waits for everything queued, then frees streams and context
 
   int index() const override { return index_; }
@@ -64,6 +66,7 @@ class CudaDevice final : public Device {
                 const Rect& region, std::size_t elem_size) override;
   void synchronize() override;
   void wait_queued() override;
+  void flush() override;
   void begin_wait() override;
   void end_wait() override;
   void* stream() const override;
@@ -107,6 +110,37 @@ class CudaDevice final : public Device {
     bool stop = false;
     std::thread thread;
   };
+  // A work handed to the launch thread, in the order of submission. Slots are reused, so
+  // that neither side allocates per work.
+  struct Submission {
+    Queue queue = Queue::compute;
+    std::function<void()> work;
+    std::function<void(std::exception_ptr)> done;
+    std::vector<Ticket> after;
+    Ticket ticket = 0;
+  };
+  struct Launcher {
+    AdaptiveMutex mutex;
+    std::condition_variable_any cv;
+    std::vector<Submission> slots;  // [0, count) wait to be queued
+    std::size_t count = 0;
+    std::atomic<std::size_t> unqueued{0};  // submitted, not yet on a stream
+    enum class Idle { busy, napping, asleep };
+    Idle idle = Idle::busy;  // napping: woken when two works wait; asleep: by any
+    bool stop = false;
+    // Held by whoever queues works (the launch thread, or a host thread about to wait),
+    // so that they are queued in the order of submission; `taken` is theirs under it.
+    std::mutex queuing;
+    std::vector<Submission> taken;
+    std::thread thread;
+  };
+  void launch_loop();
+  void queue_submitted();  // what was submitted so far, on the calling thread
+  // Queues one work on a lane's stream with its event, and hands it to the lane's
+  // completion thread (on the launch thread, or the submitting thread without one).
+  void queue_work(Queue queue, std::function<void()>& work,
+                  std::function<void(std::exception_ptr)>& done, const std::vector<Ticket>& after,
+                  Ticket ticket);
   void completion_loop(Lane& lane);
   CUresult wait_event(Lane& lane, CUevent event);  // on the lane's completion thread
   Pending next_pending(Lane& lane);
@@ -135,7 +169,8 @@ class CudaDevice final : public Device {
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::atomic<unsigned> next_lane_{0};
   const int poll_us_;
-  std::atomic<int> waiters_{0};  // host threads between begin_wait and end_wait
+  std::unique_ptr<Launcher> launcher_;  // null: the submitting thread queues the works
+  std::atomic<int> waiters_{0};         // host threads between begin_wait and end_wait
   Stream to_host_, from_host_;
   AdaptiveMutex events_mutex_;
   std::vector<Event> events_;  // finished works' events, for the next
@@ -150,7 +185,7 @@ class CudaDevice final : public Device {
   std::vector<std::unordered_map<Ticket, InFlight>::node_type> spare_flights_;  // reused
   void add_in_flight(Ticket ticket, InFlight flight);  // under tickets_mutex_
   void drop_in_flight(Ticket ticket);                  // under tickets_mutex_
-  Ticket last_ticket_ = 0;
+  std::atomic<Ticket> last_ticket_{0};
   Module builtins_;
   CUfunction copy_[5] = {}, fill_[5] = {};  // by element size 1, 2, 4, 8, 16
   std::map<std::pair<DType, annotation::ReduceOp>, CUfunction> combine_;
