@@ -5,11 +5,10 @@
 # $OUTDIR.
 #
 #   scripts/launch-bench.sh               # n = 65536 and 16 Mi, 1 and 4 chunks
-#   POLLS="0 5 20" SIZES=65536 scripts/launch-bench.sh
-#                                         # GRIDSPAN_COMPLETION_POLL_US 0, 5, 20 in turn,
-#                                         # each beside CuPy (ROUNDS=2: all of it twice)
-#   LAUNCH_THREADS="1 0" scripts/launch-bench.sh
-#                                         # GRIDSPAN_LAUNCH_THREAD on and off in turn
+#   VARIANTS="GRIDSPAN_LAUNCH_THREAD=1 GRIDSPAN_LAUNCH_THREAD=0" ROUNDS=2 SIZES=65536 \
+#     scripts/launch-bench.sh             # each setting in turn, each beside CuPy, all of
+#                                         # it twice; a variant sets several with commas:
+#                                         # GRIDSPAN_COMPLETION_POLL_US=50,GRIDSPAN_LAUNCH_THREAD=0
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUTDIR=${OUTDIR:-bench/results/launch-$(date +%F)}
@@ -21,22 +20,20 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGRIDSPAN_ENABLE_CUD
 cmake --build "$BUILD" -j "$(nproc)" --target bench_launch >/dev/null
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader || true
 export GRIDSPAN_CACHE_DIR=$PWD/$BUILD/kernel-cache
-POLLS=${POLLS:-0}
-LAUNCH_THREADS=${LAUNCH_THREADS:-1}
+VARIANTS=${VARIANTS:-default}
 for round in $(seq "${ROUNDS:-1}"); do
   for n in $SIZES; do
     launches=$([ "$n" -gt 1000000 ] && echo 2000 || echo 20000)
-    for poll in $POLLS; do
-      for lt in $LAUNCH_THREADS; do
-        tag=$n$([ "$POLLS" = 0 ] || echo "-poll$poll")$([ "$LAUNCH_THREADS" = 1 ] || echo "-lt$lt")
-        tag=$tag$([ "${ROUNDS:-1}" = 1 ] || echo "-r$round")
-        echo "== n = $n, $launches launches per chain, GRIDSPAN_COMPLETION_POLL_US=$poll" \
-          "GRIDSPAN_LAUNCH_THREAD=$lt"
-        GRIDSPAN_COMPLETION_POLL_US=$poll GRIDSPAN_LAUNCH_THREAD=$lt "$BUILD/bench/bench_launch" \
-          --n "$n" --launches "$launches" --json "$OUTDIR/gridspan-$tag.json"
-        python3 bench/launch/cupy_launch.py --n "$n" --launches "$launches" \
-          --json "$OUTDIR/cupy-$tag.json"
-      done
+    for variant in $VARIANTS; do
+      tag=$n$([ "$VARIANTS" = default ] || echo "-$variant" | tr ',=' '-_')
+      tag=$tag$([ "${ROUNDS:-1}" = 1 ] || echo "-r$round")
+      settings=()
+      [ "$variant" = default ] || IFS=, read -ra settings <<<"$variant"
+      echo "== n = $n, $launches launches per chain, $variant"
+      env "${settings[@]}" "$BUILD/bench/bench_launch" --n "$n" --launches "$launches" \
+        --json "$OUTDIR/gridspan-$tag.json"
+      python3 bench/launch/cupy_launch.py --n "$n" --launches "$launches" \
+        --json "$OUTDIR/cupy-$tag.json"
     done
   done
 done

@@ -52,6 +52,7 @@ struct Contract : testing::TestWithParam<std::string> {
     c.cpu_async = GetParam() == "cpu_async";
     if (GetParam() == "cuda_poll") c.completion_poll_us = 20;
     if (GetParam() == "cuda_direct") c.launch_thread = false;
+    if (GetParam() == "cuda_direct_after") c.launch_direct_us = 1000000;
     if (cuda() && gpus_present() == 0)
       GTEST_SKIP() << "no GPU here: the cuda backend's contract runs on a GPU machine "
                       "(scripts/gpu-check.sh)";
@@ -334,8 +335,41 @@ TEST_P(Contract, AfterAFlushEveryWorkSubmittedBeforeHasBegun) {
   for (auto& r : reports.got) EXPECT_EQ(r.get(), nullptr);
 }
 
+// With GRIDSPAN_LAUNCH_DIRECT_US (here 1 s) the first work, long after the device began,
+// is queued by the submitting thread; the next ones, at once after it, by the launch
+// thread. They keep their order.
+TEST_P(Contract, AWorkLongAfterTheLastIsQueuedByItsSubmitter) {
+  if (GetParam() != "cuda_direct_after") GTEST_SKIP() << "a launch thread queuing works at once";
+  const int n = 1 << 12, works = 8;
+  const auto x0 = small_values<int64_t>(n, 96);
+  void* x = upload_all(x0);
+  void* threes = upload_all(std::vector<int64_t>(n, 3));
+  const Rect box(1, {0, 0, 0}, {n, 1, 1});
+  std::vector<std::thread::id> by(works);
+  Reports reports(works);
+  Device::Ticket last = 0;
+  for (int k = 0; k < works; ++k)
+    last = submit_after(
+        last,
+        [&, k] {
+          by[k] = std::this_thread::get_id();
+          dev->combine(x, box, threes, box, annotation::ReduceOp::mul, DType::i64);
+        },
+        reports.of(k));
+  for (auto& r : reports.got) EXPECT_EQ(r.get(), nullptr);
+  EXPECT_EQ(by[0], std::this_thread::get_id());
+  for (int k = 1; k < works; ++k) EXPECT_NE(by[k], std::this_thread::get_id()) << k;
+  std::vector<int64_t> want = x0;
+  for (int64_t& v : want)
+    for (int k = 0; k < works; ++k) v *= 3;
+  EXPECT_EQ(download_all<int64_t>(x, n), want);
+  dev->deallocate(x, n * 8);
+  dev->deallocate(threes, n * 8);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Contract,
-                         testing::Values("cpu", "cpu_async", "cuda", "cuda_poll", "cuda_direct"),
+                         testing::Values("cpu", "cpu_async", "cuda", "cuda_poll", "cuda_direct",
+                                         "cuda_direct_after"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -243,10 +243,13 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend(const DriverApi& api, const Config& config, int first, int count)
       : api_(api), cache_dir_(config.cache_dir) {
+    CudaDeviceOptions options;
+    options.budget = config.device_memory;
+    options.poll_us = config.completion_poll_us;
+    options.launch_thread = config.launch_thread;
+    options.direct_after_us = config.launch_direct_us;
     for (int d = 0; d < count; ++d)
-      devices_.push_back(std::make_unique<CudaDevice>(api, d, first + d, config.device_memory, 2,
-                                                      config.completion_poll_us,
-                                                      config.launch_thread));
+      devices_.push_back(std::make_unique<CudaDevice>(api, d, first + d, options));
     bool peer = true;
     for (auto& a : devices_)
       for (auto& b : devices_)

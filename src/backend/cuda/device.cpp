@@ -89,13 +89,16 @@ const char* op_tag(annotation::ReduceOp op) {
 
 }  // namespace
 
-CudaDevice::CudaDevice(const DriverApi& api, int index, int ordinal, std::size_t budget,
-                       int streams, int poll_us, bool launch_thread)
+CudaDevice::CudaDevice(const DriverApi& api, int index, int ordinal,
+                       const CudaDeviceOptions& options)
     : api_(api),
       id_(g_next_id.fetch_add(1)),
       index_(index),
       ordinal_(ordinal),
-      poll_us_(std::max(0, poll_us)) {
+      poll_us_(std::max(0, options.poll_us)),
+      direct_after_(std::chrono::microseconds(std::max(0, options.direct_after_us))) {
+  const std::size_t budget = options.budget;
+  const int streams = options.streams;
   const std::string where = fmt::format("GPU {}", ordinal);
   GRIDSPAN_CHECK_CU(api_.cuDeviceGet(&device_, ordinal), where);
   char name[256] = {};
@@ -134,7 +137,7 @@ CudaDevice::CudaDevice(const DriverApi& api, int index, int ordinal, std::size_t
       completion_loop(*l);
     });
   }
-  if (launch_thread) {
+  if (options.launch_thread) {
     launcher_ = std::make_unique<Launcher>();
     launcher_->thread = std::thread([this] {
       name_this_thread("gs-cuda-launch");
@@ -303,6 +306,12 @@ Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
     queue_work(queue, work, done, after, ticket);
     return ticket;
   }
+  if (queue_at_once()) {  // holds `queuing`: nothing submitted before waits
+    const Ticket ticket = last_ticket_.fetch_add(1, std::memory_order_relaxed) + 1;
+    queue_work(queue, work, done, after, ticket);
+    launcher_->queuing.unlock();
+    return ticket;
+  }
   Launcher& l = *launcher_;
   Ticket ticket = 0;
   bool wake = false;
@@ -321,6 +330,23 @@ Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
   }
   if (wake) l.cv.notify_one();
   return ticket;
+}
+
+// A work submitted long after the one before (GRIDSPAN_LAUNCH_DIRECT_US) starts no chain: the
+// submitting thread queues it itself, so that a host thread that waits for it next finds it
+// running already, when nothing waits to be queued and nobody is queuing (true: the caller
+// holds `queuing`). A work it names in `after` was submitted before, so it is queued.
+bool CudaDevice::queue_at_once() {
+  if (direct_after_.count() == 0) return false;
+  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  const int64_t last = last_submit_ns_.exchange(now, std::memory_order_relaxed);
+  Launcher& l = *launcher_;
+  if (now - last < direct_after_.count() || l.unqueued.load(std::memory_order_acquire) > 0)
+    return false;
+  if (!l.queuing.try_lock()) return false;
+  if (l.unqueued.load(std::memory_order_acquire) == 0) return true;
+  l.queuing.unlock();
+  return false;
 }
 
 // The launch thread: queues every work submitted so far, in turn. Out of work, it naps

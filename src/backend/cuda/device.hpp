@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -27,15 +28,24 @@ struct LaunchLabel {
   std::string str() const;
 };
 
+/// How a GPU device runs (from the Config's settings of the same names).
+struct CudaDeviceOptions {
+  std::size_t budget = 0;  // bytes the memory manager may hold (0: free memory less a reserve)
+  int streams = 2;         // compute streams
+  // The completion threads look for a work's end every `poll_us` microseconds while no host
+  // thread waits (begin_wait); 0 = they wait in the driver, which spins.
+  int poll_us = 0;
+  // Works are queued on the streams by a thread of the device's own, so that submit returns
+  // at once; false: by the submitting thread.
+  bool launch_thread = false;
+  // With a launch thread: a work submitted at least this many microseconds after the one
+  // before, while none waits to be queued, is queued by the submitting thread (0: never).
+  int direct_after_us = 0;
+};
+
 class CudaDevice final : public Device {
  public:
-  /// `budget`: the bytes the memory manager may hold on it (0 = free memory less a reserve).
-  /// `poll_us`: the completion threads look for a work's end every `poll_us` microseconds
-  /// while no host thread waits (begin_wait); 0 = they wait in the driver, which spins.
-  /// `launch_thread`: works are queued on the streams by a thread of the device's own, so
-  /// that submit returns at once; false: by the submitting thread.
-  CudaDevice(const DriverApi& api, int index, int ordinal, std::size_t budget, int streams,
-             int poll_us = 0, bool launch_thread = false);
+  CudaDevice(const DriverApi& api, int index, int ordinal, const CudaDeviceOptions& options);
   ~CudaDevice() override;  // waits for everything queued, then frees streams and context
 
   int index() const override { return index_; }
@@ -136,6 +146,7 @@ class CudaDevice final : public Device {
   };
   void launch_loop();
   void queue_submitted();  // what was submitted so far, on the calling thread
+  bool queue_at_once();    // whether a submit now queues its work itself (direct_after_us)
   // Queues one work on a lane's stream with its event, and hands it to the lane's
   // completion thread (on the launch thread, or the submitting thread without one).
   void queue_work(Queue queue, std::function<void()>& work,
@@ -169,8 +180,10 @@ class CudaDevice final : public Device {
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::atomic<unsigned> next_lane_{0};
   const int poll_us_;
-  std::unique_ptr<Launcher> launcher_;  // null: the submitting thread queues the works
-  std::atomic<int> waiters_{0};         // host threads between begin_wait and end_wait
+  const std::chrono::nanoseconds direct_after_;
+  std::atomic<int64_t> last_submit_ns_{0};  // steady clock, with a launch thread
+  std::unique_ptr<Launcher> launcher_;      // null: the submitting thread queues the works
+  std::atomic<int> waiters_{0};             // host threads between begin_wait and end_wait
   Stream to_host_, from_host_;
   AdaptiveMutex events_mutex_;
   std::vector<Event> events_;  // finished works' events, for the next
