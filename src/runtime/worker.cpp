@@ -167,8 +167,7 @@ void Worker::submit(std::vector<Task>&& tasks) {
       node->queued = true;
       work->push_back(node);
     }
-  lock.unlock();
-  if (!work->empty()) process(*work, -1);
+  if (!work->empty()) process(*work, -1, lock);
 }
 
 // A program that launches faster than its devices run waits here, as under StarPU's
@@ -414,6 +413,11 @@ void Worker::scheduler_loop() {
 // hand-off.
 void Worker::process(std::deque<Node*>& work, int here) {
   std::unique_lock<AdaptiveMutex> lock(mutex_);
+  process(work, here, lock);
+}
+
+// The same, under the lock the caller holds already (it may be released on the way).
+void Worker::process(std::deque<Node*>& work, int here, std::unique_lock<AdaptiveMutex>& lock) {
   Scratch<std::vector<Node*>> staged_batch;  // staged kernels of one launch, one submission
   std::vector<Node*>& batch = *staged_batch;
   while (!work.empty() || !batch.empty()) {
@@ -808,26 +812,24 @@ void Worker::complete_all(Node* const* nodes, std::size_t n, const std::exceptio
       if (!errors[k]) errors[k] = std::current_exception();
   }
   Scratch<std::deque<Node*>> next;
-  {
-    std::lock_guard<AdaptiveMutex> lock(mutex_);
-    for (std::size_t k = 0; k < n; ++k) {
-      count_unstaged(*nodes[k]);
-      if (nodes[k]->submitting) {
-        // Its launch has not taken the lock back yet: launched() reports it.
-        nodes[k]->reported = true;
-        nodes[k]->run_error = errors[k];
-      } else if (nodes[k]->missing > 0) {
-        // Done on the device before a dependency was reported done: it is reported after
-        // that one (and fails with it).
-        nodes[k]->ran = true;
-        nodes[k]->run_error = errors[k];
-      } else {
-        finish(nodes[k], errors[k], *next);
-      }
+  std::unique_lock<AdaptiveMutex> lock(mutex_);
+  for (std::size_t k = 0; k < n; ++k) {
+    count_unstaged(*nodes[k]);
+    if (nodes[k]->submitting) {
+      // Its launch has not taken the lock back yet: launched() reports it.
+      nodes[k]->reported = true;
+      nodes[k]->run_error = errors[k];
+    } else if (nodes[k]->missing > 0) {
+      // Done on the device before a dependency was reported done: it is reported after
+      // that one (and fails with it).
+      nodes[k]->ran = true;
+      nodes[k]->run_error = errors[k];
+    } else {
+      finish(nodes[k], errors[k], *next);
     }
-    if (next->empty() && progress_ && !blocked_.empty()) wake_scheduler_.notify_one();
   }
-  if (!next->empty()) process(*next, dev);
+  if (next->empty() && progress_ && !blocked_.empty()) wake_scheduler_.notify_one();
+  if (!next->empty()) process(*next, dev, lock);
 }
 
 // A staged task's work once more (a Send that sends its bytes after all, a Recv that got

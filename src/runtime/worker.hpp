@@ -169,6 +169,7 @@ class Worker {
   void scheduler_loop();
   // The steps of taking a ready task to its device (process), each a function.
   void process(std::deque<Node*>& work, int here);
+  void process(std::deque<Node*>& work, int here, std::unique_lock<AdaptiveMutex>& lock);
   void run_inline(Node* node, bool skip, std::unique_lock<AdaptiveMutex>& lock,
                   std::deque<Node*>& work);
   bool size_and_stage(Node* node, std::size_t budget, std::exception_ptr& error);
