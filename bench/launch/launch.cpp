@@ -4,6 +4,7 @@
 // CuPy ElementwiseKernel; scripts/launch-bench.sh runs the two side by side.
 //
 //   bench_launch [--n 65536] [--chunks 1,4] [--launches 20000] [--runs 5] [--json out.json]
+//                [--waits-only]
 #include <gridspan/gridspan.hpp>
 
 #include <CLI/CLI.hpp>
@@ -65,7 +66,7 @@ struct Figures {
 // Seconds per launch of `launches` dependent launches, then one wait; and of `waits`
 // launches each followed by wait(). The medians of `runs`.
 Figures time_launches(gs::Context& ctx, const gs::Kernel& k, int n, int chunks, int launches,
-                      int runs, std::vector<float>& y_out, int& total_launches) {
+                      int runs, bool waits_only, std::vector<float>& y_out, int& total_launches) {
   const int per_chunk = (n + chunks - 1) / chunks;
   const auto dist = gs::dist::rows(per_chunk);
   const auto work = gs::work::tiles({per_chunk});
@@ -79,19 +80,24 @@ Figures time_launches(gs::Context& ctx, const gs::Kernel& k, int n, int chunks, 
   std::vector<double> chain, chain_cpu, wait;
   for (int r = 0; r < runs; ++r) {
     auto t0 = Clock::now();
-    const double cpu0 = thread_seconds();
-    for (int i = 0; i < launches; ++i) launch();
-    chain_cpu.push_back((thread_seconds() - cpu0) / launches);
-    ctx.synchronize();
-    chain.push_back(seconds_since(t0) / launches);
+    if (!waits_only) {
+      const double cpu0 = thread_seconds();
+      for (int i = 0; i < launches; ++i) launch();
+      chain_cpu.push_back((thread_seconds() - cpu0) / launches);
+      ctx.synchronize();
+      chain.push_back(seconds_since(t0) / launches);
+      total_launches += launches;
+    }
     const int waits = std::max(1, launches / 4);
     t0 = Clock::now();
     for (int i = 0; i < waits; ++i) launch().wait();
     wait.push_back(seconds_since(t0) / waits);
-    total_launches += launches + waits;
+    total_launches += waits;
   }
   y_out = y.to_vector();
-  return {median(chain) * 1e6, median(chain_cpu) * 1e6, median(wait) * 1e6};
+  const double none = std::nan("");
+  return {waits_only ? none : median(chain) * 1e6, waits_only ? none : median(chain_cpu) * 1e6,
+          median(wait) * 1e6};
 }
 
 // The chain's result on the host: each launch is y = y * 0.5 + x, in float as on a device
@@ -119,11 +125,14 @@ int main(int argc, char** argv) {
   int n = 1 << 16, launches = 20000, runs = 5;
   std::vector<int> chunk_counts{1, 4};
   std::string json_path;
+  bool waits_only = false;
   app.add_option("--n", n, "elements per array");
   app.add_option("--chunks", chunk_counts, "chunks per array (each a run)")->delimiter(',');
   app.add_option("--launches", launches, "launches per timed chain");
   app.add_option("--runs", runs, "timed chains (the median is reported)");
   app.add_option("--json", json_path, "write the figures here");
+  app.add_flag("--waits-only", waits_only,
+               "only launches each followed by wait(), launches/4 per run (for a profiler)");
   CLI11_PARSE(app, argc, argv);
   return gs::run_program([&] {
     gs::Context ctx;
@@ -136,7 +145,7 @@ int main(int argc, char** argv) {
     for (int chunks : chunk_counts) {
       std::vector<float> y;
       int total = 0;
-      Figures f = time_launches(ctx, k, n, chunks, launches, runs, y, total);
+      Figures f = time_launches(ctx, k, n, chunks, launches, runs, waits_only, y, total);
       ok = check(n, total, y) && ok;
       std::printf("%-8d %10d %22.2f %22.2f %22.2f\n", chunks, n, f.chain_us, f.chain_cpu_us,
                   f.wait_us);

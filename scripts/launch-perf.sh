@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Where a launch's time goes, on a GPU machine with perf: bench_launch built with frame
+# pointers, recorded (perf record -g --call-graph fp) for each variant of settings, and the
+# reports written as text to $OUTDIR (the recordings stay in $BUILD).
+#
+#   VARIANTS="GRIDSPAN_LAUNCH_THREAD=1 GRIDSPAN_LAUNCH_THREAD=0" scripts/launch-perf.sh
+#   ARGS="--chunks 4" scripts/launch-perf.sh       # the chain and the waits of four chunks
+#
+# ARGS goes to bench_launch (default: the waits alone, one chunk: --waits-only --chunks 1
+# --launches 80000 --runs 1). A variant sets several settings with commas.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUTDIR=${OUTDIR:-bench/results/launch-perf-$(date +%F)}
+BUILD=${BUILD:-build-launch-fp}
+ARGS=${ARGS:---waits-only --chunks 1 --launches 80000 --runs 1}
+mkdir -p "$OUTDIR"
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGRIDSPAN_ENABLE_CUDA=ON \
+  -DGRIDSPAN_BUILD_TESTS=OFF -DGRIDSPAN_BUILD_BENCH=ON \
+  -DCMAKE_CXX_FLAGS="-fno-omit-frame-pointer -g" >/dev/null
+cmake --build "$BUILD" -j "$(nproc)" --target bench_launch >/dev/null
+export GRIDSPAN_CACHE_DIR=$PWD/$BUILD/kernel-cache
+"$BUILD/bench/bench_launch" --chunks 1 --launches 1000 --runs 1 >/dev/null  # compiles once
+for variant in ${VARIANTS:-default}; do
+  tag=$(echo "$variant" | tr ',=' '-_')
+  settings=()
+  [ "$variant" = default ] || IFS=, read -ra settings <<<"$variant"
+  echo "== $variant: bench_launch $ARGS"
+  # shellcheck disable=SC2086 # ARGS is a list of arguments
+  env "${settings[@]}" perf record -F 20000 -g --call-graph fp -o "$BUILD/$tag.data" \
+    "$BUILD/bench/bench_launch" $ARGS 2>&1 | grep -v "^\[ perf"
+  perf report -i "$BUILD/$tag.data" --no-children --sort comm,sym --stdio 2>/dev/null |
+    sed -n 1,400p >"$OUTDIR/$tag-self.txt"
+  perf report -i "$BUILD/$tag.data" --children --sort sym --stdio -g none 2>/dev/null |
+    sed -n 1,200p >"$OUTDIR/$tag-children.txt"
+  perf report -i "$BUILD/$tag.data" --no-children --sort comm --stdio -g none 2>/dev/null |
+    grep "%" >"$OUTDIR/$tag-threads.txt"
+  cat "$OUTDIR/$tag-threads.txt"
+done
