@@ -297,12 +297,11 @@ void Worker::drop_finished(std::vector<TaskId>& ids) const {
 void Worker::wait(TaskId id) {
   std::unique_lock<AdaptiveMutex> lock(mutex_);
   recycle_finished();
-  if (auto p = pending_.find(id); p != pending_.end()) {
+  if (pending_.count(id)) {
     WaitingOnDevices waiting(devices_);
-    if (soon_done_on_device(p->second)) {
-      flush_devices(lock);
+    if (any_asynchronous_) flush_devices(lock);
+    if (auto p = pending_.find(id); p != pending_.end() && soon_done_on_device(p->second))
       watch_for(id, lock);
-    }
     if (pending_.count(id)) {
       auto at = waited_.insert(id);
       wake_waiters_.wait(lock, [&] { return !pending_.count(id); });

@@ -147,9 +147,11 @@ class AsyncDevice final : public backend::cpu::LaneDevice {
   std::atomic<bool> unreachable{false};  // memory other workers lend is out of its reach
   std::atomic<int> waiting{0};           // host threads between begin_wait and end_wait
   std::atomic<int> waits{0};             // begin_wait calls
+  std::atomic<int> flushes{0};           // flush calls
 
   void begin_wait() override { ++waits, ++waiting; }
   void end_wait() override { --waiting; }
+  void flush() override { ++flushes; }
 
   void copy_lent(void* dst, const Rect& dst_rect, const std::vector<unsigned char>& lent,
                  const Rect& src_rect, const Rect& region, std::size_t elem_size) override {
@@ -217,7 +219,8 @@ TEST(Worker, DependentTasksAreQueuedBehindTheirPredecessorsOnTheirDevice) {
 
 // A host thread waiting for a task (wait) or for all (wait_all) tells each asynchronous
 // device for as long as it waits (a GPU's lanes that poll then wait in the driver), and
-// not when there is nothing to wait for.
+// not when there is nothing to wait for. Waiting for a task queued on a device, it first
+// has each device begin what it has not begun (flush: a GPU's launch thread's works).
 TEST(Worker, AWaitingHostThreadTellsItsAsynchronousDevices) {
   auto g = test::rng(33);
   for (bool all : {false, true}) {
@@ -242,11 +245,15 @@ TEST(Worker, AWaitingHostThreadTellsItsAsynchronousDevices) {
     look.join();
     EXPECT_TRUE(seen) << (all ? "wait_all" : "wait");
     EXPECT_EQ(out, values);
-    for (int d = 0; d < 2; ++d) EXPECT_EQ(rig.async(d).waiting, 0) << d;
-    const int waits = rig.async(0).waits;
+    for (int d = 0; d < 2; ++d) {
+      EXPECT_EQ(rig.async(d).waiting, 0) << d;
+      if (!all) EXPECT_GT(rig.async(d).flushes, 0) << d;
+    }
+    const int waits = rig.async(0).waits, flushes = rig.async(0).flushes;
     rig.worker->wait(last);  // done already: nothing to wait for
     rig.worker->wait_all();
     EXPECT_EQ(rig.async(0).waits, waits);
+    EXPECT_EQ(rig.async(0).flushes, flushes);
   }
 }
 
