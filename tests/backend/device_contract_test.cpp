@@ -86,6 +86,35 @@ struct Contract : testing::TestWithParam<std::string> {
     if (auto e = done.get_future().get()) std::rethrow_exception(e);
   }
 
+  // n small values on the device and n threes: each triple() multiplies the first by the
+  // second, so after k of them the device holds 3^k times the values (expect_tripled).
+  struct Tripling {
+    std::vector<int64_t> x0;
+    void* x = nullptr;
+    void* threes = nullptr;
+    Rect box;
+  };
+  Tripling tripling(int n, uint64_t salt) {
+    Tripling t{small_values<int64_t>(n, salt), nullptr, nullptr, Rect(1, {0, 0, 0}, {n, 1, 1})};
+    t.x = upload_all(t.x0);
+    t.threes = upload_all(std::vector<int64_t>(n, 3));
+    return t;
+  }
+  void triple(const Tripling& t) {
+    dev->combine(t.x, t.box, t.threes, t.box, annotation::ReduceOp::mul, DType::i64);
+  }
+  // Checks that the device holds 3^k times the values.
+  void expect_tripled(const Tripling& t, int k) {
+    std::vector<int64_t> want = t.x0;
+    for (int64_t& v : want)
+      for (int i = 0; i < k; ++i) v *= 3;
+    EXPECT_EQ(download_all<int64_t>(t.x, want.size()), want);
+  }
+  void release(const Tripling& t) {
+    dev->deallocate(t.x, t.x0.size() * 8);
+    dev->deallocate(t.threes, t.x0.size() * 8);
+  }
+
   // Device memory holding `values`, and back.
   template <class T>
   void* upload_all(const std::vector<T>& values) {
@@ -192,11 +221,8 @@ TEST_P(Contract, WaitQueuedReturnsOnceTheQueuedWorksHaveRun) {
   if (!dev->asynchronous())
     GTEST_SKIP() << "a synchronous device's works end with their reports, which the worker "
                     "waits for";
-  const int n = 1 << 22, works = 8;
-  const auto x0 = small_values<int64_t>(n, 93);
-  void* x = upload_all(x0);
-  void* threes = upload_all(std::vector<int64_t>(n, 3));
-  const Rect box(1, {0, 0, 0}, {n, 1, 1});
+  const int works = 8;
+  const Tripling t = tripling(1 << 22, 93);
   std::vector<std::promise<void>> done(works);
   Device::Ticket last = 0;
   for (int k = 0; k < works; ++k) {
@@ -204,17 +230,14 @@ TEST_P(Contract, WaitQueuedReturnsOnceTheQueuedWorksHaveRun) {
         last,
         [&] {
           if (!cuda()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-          dev->combine(x, box, threes, box, annotation::ReduceOp::mul, DType::i64);
+          triple(t);
         },
         [&, k](std::exception_ptr) { done[k].set_value(); });
   }
   dev->wait_queued();
-  std::vector<int64_t> want = x0;
-  for (int64_t& v : want) v *= 6561;  // 3^8
-  EXPECT_EQ(download_all<int64_t>(x, n), want);
+  expect_tripled(t, works);  // read before the reports
   for (auto& d : done) d.get_future().wait();
-  dev->deallocate(x, n * 8);
-  dev->deallocate(threes, n * 8);
+  release(t);
 }
 
 // A work that throws reports that error (and runs nothing more); the device stays usable.
@@ -288,11 +311,8 @@ TEST_P(Contract, ALaunchThreadQueuesWorksAfterTheirSubmitReturned) {
   std::promise<void> submitted;
   auto signal = submitted.get_future().share();
   bool signalled = false;
-  const int n = 1 << 12, works = 16;
-  const auto x0 = small_values<int64_t>(n, 95);
-  void* x = upload_all(x0);
-  void* threes = upload_all(std::vector<int64_t>(n, 3));
-  const Rect box(1, {0, 0, 0}, {n, 1, 1});
+  const int works = 16;
+  const Tripling t = tripling(1 << 12, 95);
   Reports reports(works);
   Device::Ticket last = submit_after(
       0,
@@ -301,16 +321,11 @@ TEST_P(Contract, ALaunchThreadQueuesWorksAfterTheirSubmitReturned) {
   submitted.set_value();
   for (int k = 1; k < works; ++k)
     last = submit_after(
-        last, [&] { dev->combine(x, box, threes, box, annotation::ReduceOp::mul, DType::i64); },
-        reports.of(k));
+        last, [&] { triple(t); }, reports.of(k));
   for (auto& r : reports.got) EXPECT_EQ(r.get(), nullptr);
   EXPECT_TRUE(signalled);
-  std::vector<int64_t> want = x0;
-  for (int64_t& v : want)
-    for (int k = 1; k < works; ++k) v *= 3;
-  EXPECT_EQ(download_all<int64_t>(x, n), want);
-  dev->deallocate(x, n * 8);
-  dev->deallocate(threes, n * 8);
+  expect_tripled(t, works - 1);
+  release(t);
 }
 
 // Once flush returns, every work submitted before it has begun (its host part has run and
@@ -340,11 +355,8 @@ TEST_P(Contract, AfterAFlushEveryWorkSubmittedBeforeHasBegun) {
 // thread. They keep their order.
 TEST_P(Contract, AWorkLongAfterTheLastIsQueuedByItsSubmitter) {
   if (GetParam() != "cuda_direct_after") GTEST_SKIP() << "a launch thread queuing works at once";
-  const int n = 1 << 12, works = 8;
-  const auto x0 = small_values<int64_t>(n, 96);
-  void* x = upload_all(x0);
-  void* threes = upload_all(std::vector<int64_t>(n, 3));
-  const Rect box(1, {0, 0, 0}, {n, 1, 1});
+  const int works = 8;
+  const Tripling t = tripling(1 << 12, 96);
   std::vector<std::thread::id> by(works);
   Reports reports(works);
   Device::Ticket last = 0;
@@ -353,18 +365,14 @@ TEST_P(Contract, AWorkLongAfterTheLastIsQueuedByItsSubmitter) {
         last,
         [&, k] {
           by[k] = std::this_thread::get_id();
-          dev->combine(x, box, threes, box, annotation::ReduceOp::mul, DType::i64);
+          triple(t);
         },
         reports.of(k));
   for (auto& r : reports.got) EXPECT_EQ(r.get(), nullptr);
   EXPECT_EQ(by[0], std::this_thread::get_id());
   for (int k = 1; k < works; ++k) EXPECT_NE(by[k], std::this_thread::get_id()) << k;
-  std::vector<int64_t> want = x0;
-  for (int64_t& v : want)
-    for (int k = 0; k < works; ++k) v *= 3;
-  EXPECT_EQ(download_all<int64_t>(x, n), want);
-  dev->deallocate(x, n * 8);
-  dev->deallocate(threes, n * 8);
+  expect_tripled(t, works);
+  release(t);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Contract,

@@ -97,8 +97,6 @@ CudaDevice::CudaDevice(const DriverApi& api, int index, int ordinal,
       ordinal_(ordinal),
       poll_us_(std::max(0, options.poll_us)),
       direct_after_(std::chrono::microseconds(std::max(0, options.direct_after_us))) {
-  const std::size_t budget = options.budget;
-  const int streams = options.streams;
   const std::string where = fmt::format("GPU {}", ordinal);
   GRIDSPAN_CHECK_CU(api_.cuDeviceGet(&device_, ordinal), where);
   char name[256] = {};
@@ -119,9 +117,9 @@ CudaDevice::CudaDevice(const DriverApi& api, int index, int ordinal,
   // The driver, modules, kernels' local memory and libraries such as cuBLAS need some room.
   const std::size_t reserve = (std::size_t(1) << 30) + total / 64;
   capacity_ = free > reserve ? free - reserve : free / 2;
-  if (budget) capacity_ = std::min(capacity_, budget);
+  if (options.budget) capacity_ = std::min(capacity_, options.budget);
   // The compute lanes, then one per direction for transfers (submit_on).
-  for (int s = 0; s < std::max(1, streams) + 2; ++s) {
+  for (int s = 0; s < std::max(1, options.streams) + 2; ++s) {
     auto lane = std::make_unique<Lane>();
     lane->stream = Stream(api_, name_);
     lanes_.push_back(std::move(lane));
@@ -301,15 +299,12 @@ std::size_t CudaDevice::lane_for(Queue queue, const std::vector<Ticket>& after) 
 Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
                                      std::function<void(std::exception_ptr)> done,
                                      const std::vector<Ticket>& after) {
-  if (!launcher_) {
+  // Queued here: without a launch thread, or holding its `queuing` (queue_at_once).
+  if (!launcher_ || queue_at_once()) {
+    std::unique_lock<std::mutex> turn;
+    if (launcher_) turn = std::unique_lock(launcher_->queuing, std::adopt_lock);
     const Ticket ticket = last_ticket_.fetch_add(1, std::memory_order_relaxed) + 1;
     queue_work(queue, work, done, after, ticket);
-    return ticket;
-  }
-  if (queue_at_once()) {  // holds `queuing`: nothing submitted before waits
-    const Ticket ticket = last_ticket_.fetch_add(1, std::memory_order_relaxed) + 1;
-    queue_work(queue, work, done, after, ticket);
-    launcher_->queuing.unlock();
     return ticket;
   }
   Launcher& l = *launcher_;
@@ -338,7 +333,9 @@ Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
 // holds `queuing`). A work it names in `after` was submitted before, so it is queued.
 bool CudaDevice::queue_at_once() {
   if (direct_after_.count() == 0) return false;
-  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
   const int64_t last = last_submit_ns_.exchange(now, std::memory_order_relaxed);
   Launcher& l = *launcher_;
   if (now - last < direct_after_.count() || l.unqueued.load(std::memory_order_acquire) > 0)
