@@ -28,7 +28,7 @@ step "test suite on the cuda backend"
 grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|Exception" "$LOGS/ctest.log" | tail -40
 
 # In one process, so without GpuFault.* (its fault ends the context for every later test).
-for variant in GRIDSPAN_COMPLETION_POLL_US=20 GRIDSPAN_LAUNCH_THREAD=0 GRIDSPAN_LAUNCH_DIRECT_US=10; do
+for variant in GRIDSPAN_COMPLETION_POLL_US=20 GRIDSPAN_LAUNCH_THREAD=0 GRIDSPAN_LAUNCH_IDLE_DIRECT=0; do
   step "end-to-end tests with $variant"
   env "$variant" "$BUILD/tests/test_e2e" --gtest_brief=1 --gtest_filter=-GpuFault.* \
     >"$LOGS/e2e-$variant.log" 2>&1 || status=1

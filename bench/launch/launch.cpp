@@ -1,7 +1,8 @@
 // What one launch costs, through the public API: a chain of dependent launches of a one-line
-// elementwise kernel (y[i] = y[i] * 0.5f + x[i]), and a launch followed by wait(), for
-// arrays of one chunk or several. bench/launch/cupy_launch.py times the same kernel as a
-// CuPy ElementwiseKernel; scripts/launch-bench.sh runs the two side by side.
+// elementwise kernel (y[i] = y[i] * 0.5f + x[i]), and a launch followed by wait() (and of
+// that, the time until the launch call returned), for arrays of one chunk or several.
+// bench/launch/cupy_launch.py times the same kernel as a CuPy ElementwiseKernel;
+// scripts/launch-bench.sh runs the two side by side.
 //
 //   bench_launch [--n 65536] [--chunks 1,4] [--launches 20000] [--runs 5] [--json out.json]
 //                [--waits-only]
@@ -61,6 +62,7 @@ std::pair<std::vector<float>, std::vector<float>> inputs(int n) {
 
 struct Figures {
   double chain_us = 0, chain_cpu_us = 0, wait_us = 0;
+  double wait_launch_us = 0;  // of launch+wait, the time until launch() returned
 };
 
 // Seconds per launch of `launches` dependent launches, then one wait; and of `waits`
@@ -77,7 +79,7 @@ Figures time_launches(gs::Context& ctx, const gs::Kernel& k, int n, int chunks, 
   for (int i = 0; i < 100; ++i) launch();  // warm: compiled, chunks resident
   ctx.synchronize();
   total_launches = 100;
-  std::vector<double> chain, chain_cpu, wait;
+  std::vector<double> chain, chain_cpu, wait, wait_launch;
   for (int r = 0; r < runs; ++r) {
     auto t0 = Clock::now();
     if (!waits_only) {
@@ -89,15 +91,22 @@ Figures time_launches(gs::Context& ctx, const gs::Kernel& k, int n, int chunks, 
       total_launches += launches;
     }
     const int waits = std::max(1, launches / 4);
+    double in_launch = 0;
     t0 = Clock::now();
-    for (int i = 0; i < waits; ++i) launch().wait();
+    for (int i = 0; i < waits; ++i) {
+      const auto l0 = Clock::now();
+      auto l = launch();
+      in_launch += seconds_since(l0);
+      l.wait();
+    }
     wait.push_back(seconds_since(t0) / waits);
+    wait_launch.push_back(in_launch / waits);
     total_launches += waits;
   }
   y_out = y.to_vector();
   const double none = std::nan("");
   return {waits_only ? none : median(chain) * 1e6, waits_only ? none : median(chain_cpu) * 1e6,
-          median(wait) * 1e6};
+          median(wait) * 1e6, median(wait_launch) * 1e6};
 }
 
 // The chain's result on the host: each launch is y = y * 0.5 + x, in float as on a device
@@ -139,20 +148,21 @@ int main(int argc, char** argv) {
     auto k = ctx.compile(gs::KernelDef::from_source(kSource, "axpy_half")
                              .annotate("global i => readwrite y[i], read x[i]"));
     nlohmann::json out = {{"n", n}, {"launches", launches}, {"runs", runs}, {"results", {}}};
-    std::printf("%-8s %10s %22s %22s %22s\n", "chunks", "n", "chain [us/launch]",
-                "launching thread [us]", "launch+wait [us]");
+    std::printf("%-8s %10s %22s %22s %22s %14s\n", "chunks", "n", "chain [us/launch]",
+                "launching thread [us]", "launch+wait [us]", "in launch [us]");
     bool ok = true;
     for (int chunks : chunk_counts) {
       std::vector<float> y;
       int total = 0;
       Figures f = time_launches(ctx, k, n, chunks, launches, runs, waits_only, y, total);
       ok = check(n, total, y) && ok;
-      std::printf("%-8d %10d %22.2f %22.2f %22.2f\n", chunks, n, f.chain_us, f.chain_cpu_us,
-                  f.wait_us);
+      std::printf("%-8d %10d %22.2f %22.2f %22.2f %14.2f\n", chunks, n, f.chain_us, f.chain_cpu_us,
+                  f.wait_us, f.wait_launch_us);
       out["results"].push_back({{"chunks", chunks},
                                 {"chain_us", f.chain_us},
                                 {"chain_thread_cpu_us", f.chain_cpu_us},
-                                {"wait_us", f.wait_us}});
+                                {"wait_us", f.wait_us},
+                                {"wait_launch_us", f.wait_launch_us}});
     }
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
     if (!ok) std::fprintf(stderr, "the results differ from the host's\n");

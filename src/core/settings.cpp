@@ -62,11 +62,10 @@ const std::vector<Setting> kSettings = {
      "a GPU's kernels and copies are queued by a thread of its own, so that a launch returns "
      "without waiting for the driver; off: by the launching thread",
      "on"},
-    {"GRIDSPAN_LAUNCH_DIRECT_US", K::count, &C::launch_direct_us,
-     "with the launch thread: a launch that comes at least N microseconds after the one before "
-     "on its GPU, while none waits to be queued, is queued by the launching thread itself; 0: "
-     "never",
-     "0", 0, 1000000},
+    {"GRIDSPAN_LAUNCH_IDLE_DIRECT", K::flag, &C::launch_idle_direct,
+     "with the launch thread: a launch to a GPU with nothing queued or running there is queued "
+     "by the launching thread itself; off: always by the launch thread",
+     "on"},
     {"GRIDSPAN_MAX_TASKS", K::count, &C::max_tasks,
      "a launch waits while this many tasks are unfinished, until half of them have ended (a run "
      "of one process); 0: never",

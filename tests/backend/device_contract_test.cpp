@@ -52,7 +52,7 @@ struct Contract : testing::TestWithParam<std::string> {
     c.cpu_async = GetParam() == "cpu_async";
     if (GetParam() == "cuda_poll") c.completion_poll_us = 20;
     if (GetParam() == "cuda_direct") c.launch_thread = false;
-    if (GetParam() == "cuda_direct_after") c.launch_direct_us = 1000000;
+    if (GetParam() == "cuda_thread_only") c.launch_idle_direct = false;
     if (cuda() && gpus_present() == 0)
       GTEST_SKIP() << "no GPU here: the cuda backend's contract runs on a GPU machine "
                       "(scripts/gpu-check.sh)";
@@ -303,11 +303,12 @@ TEST_P(Contract, WorksAreReportedInAndOutOfAHostThreadsWait) {
   dev->deallocate(ones, n * 4);
 }
 
-// With a launch thread (GRIDSPAN_LAUNCH_THREAD, on by default) a GPU's submit returns
-// before the work is queued: a work that waits for the submitting thread to go on gets
-// its signal (without one it would wait out its 30 seconds). Later works keep their order.
+// With a launch thread (GRIDSPAN_LAUNCH_THREAD, on by default) that queues every work
+// (GRIDSPAN_LAUNCH_IDLE_DIRECT off) a GPU's submit returns before the work is queued: a work
+// that waits for the submitting thread to go on gets its signal (without one it would wait
+// out its 30 seconds). Later works keep their order.
 TEST_P(Contract, ALaunchThreadQueuesWorksAfterTheirSubmitReturned) {
-  if (GetParam() != "cuda") GTEST_SKIP() << "only a GPU with a launch thread queues works apart";
+  if (GetParam() != "cuda_thread_only") GTEST_SKIP() << "a launch thread that queues every work";
   std::promise<void> submitted;
   auto signal = submitted.get_future().share();
   bool signalled = false;
@@ -350,34 +351,40 @@ TEST_P(Contract, AfterAFlushEveryWorkSubmittedBeforeHasBegun) {
   for (auto& r : reports.got) EXPECT_EQ(r.get(), nullptr);
 }
 
-// With GRIDSPAN_LAUNCH_DIRECT_US (here 1 s) the first work, long after the device began,
-// is queued by the submitting thread; the next ones, at once after it, by the launch
-// thread. They keep their order.
-TEST_P(Contract, AWorkLongAfterTheLastIsQueuedByItsSubmitter) {
-  if (GetParam() != "cuda_direct_after") GTEST_SKIP() << "a launch thread queuing works at once";
+// With the launch thread and GRIDSPAN_LAUNCH_IDLE_DIRECT (both on by default) the first
+// work, for an idle device, is queued by the submitting thread. It submits the others while
+// it is on the streams itself: the launch thread queues those, in order.
+TEST_P(Contract, AWorkForAnIdleDeviceIsQueuedByItsSubmitter) {
+  if (GetParam() != "cuda") GTEST_SKIP() << "a launch thread queuing works for an idle device";
   const int works = 8;
   const Tripling t = tripling(1 << 12, 96);
   std::vector<std::thread::id> by(works);
   Reports reports(works);
-  Device::Ticket last = 0;
-  for (int k = 0; k < works; ++k)
-    last = submit_after(
-        last,
-        [&, k] {
-          by[k] = std::this_thread::get_id();
-          triple(t);
-        },
-        reports.of(k));
+  submit_after(
+      0,
+      [&] {
+        by[0] = std::this_thread::get_id();
+        Device::Ticket last = 0;
+        for (int k = 1; k < works; ++k)
+          last = submit_after(
+              last,
+              [&, k] {
+                by[k] = std::this_thread::get_id();
+                triple(t);
+              },
+              reports.of(k));
+      },
+      reports.of(0));
   for (auto& r : reports.got) EXPECT_EQ(r.get(), nullptr);
   EXPECT_EQ(by[0], std::this_thread::get_id());
   for (int k = 1; k < works; ++k) EXPECT_NE(by[k], std::this_thread::get_id()) << k;
-  expect_tripled(t, works);
+  expect_tripled(t, works - 1);
   release(t);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Contract,
                          testing::Values("cpu", "cpu_async", "cuda", "cuda_poll", "cuda_direct",
-                                         "cuda_direct_after"),
+                                         "cuda_thread_only"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

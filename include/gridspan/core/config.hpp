@@ -62,11 +62,11 @@ struct Config {
   /// that launches. A chain of launches then costs the larger of the two threads' shares
   /// instead of their sum.
   bool launch_thread = true;
-  /// With the launch thread: a launch that comes at least this many microseconds after the
-  /// one before on its GPU, while nothing waits to be queued there, is queued by the
-  /// launching thread itself, so that a wait right after it finds it running already
-  /// (GRIDSPAN_LAUNCH_DIRECT_US); 0 = always by the launch thread.
-  int launch_direct_us = 0;
+  /// With the launch thread: a launch to a GPU with nothing queued or running there is queued
+  /// by the launching thread itself (GRIDSPAN_LAUNCH_IDLE_DIRECT): nothing would overlap
+  /// with the hand-over, and a wait right after it finds it running already; off = always
+  /// by the launch thread.
+  bool launch_idle_direct = true;
   /// A launch (or any call that adds tasks) waits while this many tasks are unfinished,
   /// until half of them have ended (GRIDSPAN_MAX_TASKS): a program that launches faster than
   /// its devices run keeps bounded memory. 0 = never waits. In a run of one process.

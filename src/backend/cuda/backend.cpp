@@ -247,7 +247,7 @@ class CudaBackend final : public Backend {
     options.budget = config.device_memory;
     options.poll_us = config.completion_poll_us;
     options.launch_thread = config.launch_thread;
-    options.direct_after_us = config.launch_direct_us;
+    options.idle_direct = config.launch_idle_direct;
     for (int d = 0; d < count; ++d)
       devices_.push_back(std::make_unique<CudaDevice>(api, d, first + d, options));
     bool peer = true;

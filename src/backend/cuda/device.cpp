@@ -96,7 +96,7 @@ CudaDevice::CudaDevice(const DriverApi& api, int index, int ordinal,
       index_(index),
       ordinal_(ordinal),
       poll_us_(std::max(0, options.poll_us)),
-      direct_after_(std::chrono::microseconds(std::max(0, options.direct_after_us))) {
+      idle_direct_(options.idle_direct) {
   const std::string where = fmt::format("GPU {}", ordinal);
   GRIDSPAN_CHECK_CU(api_.cuDeviceGet(&device_, ordinal), where);
   char name[256] = {};
@@ -327,18 +327,15 @@ Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
   return ticket;
 }
 
-// A work submitted long after the one before (GRIDSPAN_LAUNCH_DIRECT_US) starts no chain: the
-// submitting thread queues it itself, so that a host thread that waits for it next finds it
-// running already, when nothing waits to be queued and nobody is queuing (true: the caller
-// holds `queuing`). A work it names in `after` was submitted before, so it is queued.
+// A work for an idle device (GRIDSPAN_LAUNCH_IDLE_DIRECT: nothing on its streams, nothing
+// waiting to be queued, nobody queuing) has nothing to overlap with the hand-over to the
+// launch thread: the submitting thread queues it itself (true: the caller holds `queuing`),
+// so that a host thread that waits for it next finds it running already. A work it names in
+// `after` was submitted before, so it is queued.
 bool CudaDevice::queue_at_once() {
-  if (direct_after_.count() == 0) return false;
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now().time_since_epoch())
-                          .count();
-  const int64_t last = last_submit_ns_.exchange(now, std::memory_order_relaxed);
   Launcher& l = *launcher_;
-  if (now - last < direct_after_.count() || l.unqueued.load(std::memory_order_acquire) > 0)
+  if (!idle_direct_ || active_.load(std::memory_order_acquire) > 0 ||
+      l.unqueued.load(std::memory_order_acquire) > 0)
     return false;
   if (!l.queuing.try_lock()) return false;
   if (l.unqueued.load(std::memory_order_acquire) == 0) return true;
@@ -411,6 +408,7 @@ void CudaDevice::queue_work(Queue queue, std::function<void()>& work,
                             const std::vector<Ticket>& after, Ticket ticket) {
   const std::size_t index = lane_for(queue, after);
   Lane& lane = *lanes_[index];
+  active_.fetch_add(1, std::memory_order_acq_rel);  // until its report (completion_loop)
   LaunchLabel label;
   std::exception_ptr error;
   Event event;
@@ -522,6 +520,7 @@ void CudaDevice::completion_loop(Lane& lane) {
             name_, describe(r), p.label.str())));
       }
     }
+    active_.fetch_sub(1, std::memory_order_acq_rel);
     p.done(p.error);
   }
 }

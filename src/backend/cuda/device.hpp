@@ -38,9 +38,9 @@ struct CudaDeviceOptions {
   // Works are queued on the streams by a thread of the device's own, so that submit returns
   // at once; false: by the submitting thread.
   bool launch_thread = false;
-  // With a launch thread: a work submitted at least this many microseconds after the one
-  // before, while none waits to be queued, is queued by the submitting thread (0: never).
-  int direct_after_us = 0;
+  // With a launch thread: a work submitted while the device has none queued or running, and
+  // none waits to be queued, is queued by the submitting thread.
+  bool idle_direct = false;
 };
 
 class CudaDevice final : public Device {
@@ -146,7 +146,7 @@ class CudaDevice final : public Device {
   };
   void launch_loop();
   void queue_submitted();  // what was submitted so far, on the calling thread
-  bool queue_at_once();    // whether a submit now queues its work itself (direct_after_us)
+  bool queue_at_once();    // whether a submit now queues its work itself (idle_direct)
   // Queues one work on a lane's stream with its event, and hands it to the lane's
   // completion thread (on the launch thread, or the submitting thread without one).
   void queue_work(Queue queue, std::function<void()>& work,
@@ -180,10 +180,10 @@ class CudaDevice final : public Device {
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::atomic<unsigned> next_lane_{0};
   const int poll_us_;
-  const std::chrono::nanoseconds direct_after_;
-  std::atomic<int64_t> last_submit_ns_{0};  // steady clock, with a launch thread
-  std::unique_ptr<Launcher> launcher_;      // null: the submitting thread queues the works
-  std::atomic<int> waiters_{0};             // host threads between begin_wait and end_wait
+  const bool idle_direct_;
+  std::atomic<int64_t> active_{0};      // works begun on the streams and not yet reported
+  std::unique_ptr<Launcher> launcher_;  // null: the submitting thread queues the works
+  std::atomic<int> waiters_{0};         // host threads between begin_wait and end_wait
   Stream to_host_, from_host_;
   AdaptiveMutex events_mutex_;
   std::vector<Event> events_;  // finished works' events, for the next
