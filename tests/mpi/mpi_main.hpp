@@ -25,7 +25,11 @@ class TestTransport final : public net::Transport {
   int size() const override { return inner_->size(); }
   void send(int to, uint32_t tag, Bytes body) override { inner_->send(to, tag, std::move(body)); }
   std::optional<net::Message> receive(std::chrono::milliseconds timeout) override {
-    if (early_.empty()) return inner_->receive(timeout);
+    if (early_.empty()) {
+      auto m = inner_->receive(timeout);
+      if (!m || hold_ <= std::chrono::milliseconds(0) || m->tag != hold_tag_) return m;
+      hold_back(std::move(*m));
+    }
     net::Message m = std::move(early_.front());
     early_.pop_front();
     return m;
@@ -34,6 +38,14 @@ class TestTransport final : public net::Transport {
   int node_size() const override { return inner_->node_size(); }
   std::vector<int> node_peers() const override { return inner_->node_peers(); }
   [[noreturn]] void abort(int code) override { inner_->abort(code); }
+
+  /// Messages with `tag` (and what their sender sends after them) are handed out `delay`
+  /// late, after what other ranks send meanwhile: MPI orders the messages of one sender
+  /// only, so a slow rank may see them so (0: as they come). While no thread receives.
+  void hold_back(uint32_t tag, std::chrono::milliseconds delay) {
+    hold_tag_ = tag;
+    hold_ = delay;
+  }
 
   /// The first message from `source` with `tag` within `timeout`; the others that come
   /// before it are kept for receive().
@@ -51,8 +63,24 @@ class TestTransport final : public net::Transport {
   }
 
  private:
+  // `m` and its sender's later messages go behind those of other senders for hold_.
+  void hold_back(net::Message m) {
+    std::deque<net::Message> held;
+    held.push_back(std::move(m));
+    const auto until = std::chrono::steady_clock::now() + hold_;
+    for (auto now = std::chrono::steady_clock::now(); now < until;
+         now = std::chrono::steady_clock::now()) {
+      auto n = inner_->receive(std::chrono::duration_cast<std::chrono::milliseconds>(until - now));
+      if (!n) continue;
+      (n->source == held.front().source ? held : early_).push_back(std::move(*n));
+    }
+    for (net::Message& h : held) early_.push_back(std::move(h));
+  }
+
   std::unique_ptr<net::Transport> inner_;
   std::deque<net::Message> early_;
+  uint32_t hold_tag_ = 0;
+  std::chrono::milliseconds hold_{0};
 };
 
 inline int mpi_test_main(int argc, char** argv, TestTransport& t) {
