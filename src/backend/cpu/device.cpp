@@ -244,13 +244,17 @@ void CpuDevice::executor_loop() {
   for (;;) {
     // Poll for up to ~20 us before sleeping: in a chain of dependent launches the next task
     // arrives within microseconds, and a sleep/wake-up pair costs more than that (StarPU's
-    // workers poll the same way). `pause` leaves the core to its sibling meanwhile.
+    // workers poll the same way). `pause` leaves the core to its sibling meanwhile, and a
+    // yield every 32 of them to a thread waiting for this core (the launching thread, where
+    // the cores are all taken): the chain on two busy cores 0.82-0.94 -> 0.66-0.76 us.
     auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
     for (int spin = 0; queued_.load(std::memory_order_acquire) == 0; ++spin) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #endif
-      if ((spin & 31) == 31 && std::chrono::steady_clock::now() > until) break;
+      if ((spin & 31) != 31) continue;
+      if (std::chrono::steady_clock::now() > until) break;
+      std::this_thread::yield();
     }
     Task task;
     {
