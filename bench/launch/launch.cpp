@@ -65,6 +65,21 @@ struct Figures {
   double wait_launch_us = 0;  // of launch+wait, the time until launch() returned
 };
 
+// Seconds per launch of `waits` launches each followed by wait(), and of that the seconds
+// until each launch call returned.
+template <class Launch>
+std::pair<double, double> waited_launches(Launch&& launch, int waits) {
+  double in_launch = 0;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < waits; ++i) {
+    const auto l0 = Clock::now();
+    auto l = launch();
+    in_launch += seconds_since(l0);
+    l.wait();
+  }
+  return {seconds_since(t0) / waits, in_launch / waits};
+}
+
 // Seconds per launch of `launches` dependent launches, then one wait; and of `waits`
 // launches each followed by wait(). The medians of `runs`.
 Figures time_launches(gs::Context& ctx, const gs::Kernel& k, int n, int chunks, int launches,
@@ -81,8 +96,8 @@ Figures time_launches(gs::Context& ctx, const gs::Kernel& k, int n, int chunks, 
   total_launches = 100;
   std::vector<double> chain, chain_cpu, wait, wait_launch;
   for (int r = 0; r < runs; ++r) {
-    auto t0 = Clock::now();
     if (!waits_only) {
+      const auto t0 = Clock::now();
       const double cpu0 = thread_seconds();
       for (int i = 0; i < launches; ++i) launch();
       chain_cpu.push_back((thread_seconds() - cpu0) / launches);
@@ -91,16 +106,9 @@ Figures time_launches(gs::Context& ctx, const gs::Kernel& k, int n, int chunks, 
       total_launches += launches;
     }
     const int waits = std::max(1, launches / 4);
-    double in_launch = 0;
-    t0 = Clock::now();
-    for (int i = 0; i < waits; ++i) {
-      const auto l0 = Clock::now();
-      auto l = launch();
-      in_launch += seconds_since(l0);
-      l.wait();
-    }
-    wait.push_back(seconds_since(t0) / waits);
-    wait_launch.push_back(in_launch / waits);
+    const auto [per_wait, per_launch] = waited_launches(launch, waits);
+    wait.push_back(per_wait);
+    wait_launch.push_back(per_launch);
     total_launches += waits;
   }
   y_out = y.to_vector();

@@ -1,8 +1,9 @@
 // A GPU as a gridspan device. Work is queued on one of the compute streams by the device's
-// launch thread (or the submitting thread, GRIDSPAN_LAUNCH_THREAD=0); an event recorded after it is
-// waited for by the stream's completion thread, which then reports the end (never a device-wide
-// synchronisation on this path). The memory manager's moves between spaces use one copy stream per
-// direction and wait for their own event only, so they overlap with kernels.
+// launch thread (or by the submitting thread: without one, or when the device is idle); an
+// event recorded after it is waited for by the stream's completion thread, which then reports
+// the end (never a device-wide synchronisation on this path). The memory manager's moves
+// between spaces use one copy stream per direction and wait for their own event only, so they
+// overlap with kernels.
 #include "backend/cuda/device.hpp"
 
 #include "backend/lent.hpp"
@@ -345,9 +346,9 @@ bool CudaDevice::queue_at_once() {
 
 // The launch thread: queues every work submitted so far, in turn. Out of work, it naps
 // (20 us at a time, for up to 1 ms, then it sleeps): a submit wakes a napping thread only
-// once two works wait, so that a single launch followed by a wait is queued by the waiting
-// thread itself (flush) without paying for a wake-up, while a launch that nobody waits for
-// starts within a nap.
+// once two works wait, so that a single work a host thread waits for next is queued by that
+// thread (flush) without paying for a wake-up, while one that nobody waits for starts within
+// a nap. (A work for an idle device does not come here: queue_at_once.)
 void CudaDevice::launch_loop() {
   Launcher& l = *launcher_;
   prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);  // naps of 20 us, not 70
