@@ -280,7 +280,7 @@ void Worker::Node::reset() {
   queued = launched = ran = false;
   run_error = nullptr;
   ticket = 0;
-  held = submitting = reported = hold = false;
+  held = submitting = reported = hold = deferred = false;
   batch.clear();
 }
 
@@ -419,11 +419,15 @@ void Worker::process(std::deque<Node*>& work, int here) {
 void Worker::process(std::deque<Node*>& work, int here, std::unique_lock<AdaptiveMutex>& lock) {
   Scratch<std::vector<Node*>> staged_batch;  // staged kernels of one launch, one submission
   std::vector<Node*>& batch = *staged_batch;
-  while (!work.empty() || !batch.empty()) {
+  Scratch<std::vector<Node*>> copying;  // deferred: their staging copies data
+  while (!work.empty() || !batch.empty() || !copying->empty()) {
     // Launching a batch may release more work.
     if (!batch.empty() && (work.empty() || !joins(*batch.front(), *work.front(), batch.size())))
       launch_batch(batch, lock, work);
-    if (work.empty()) continue;
+    if (work.empty()) {
+      take_back_deferred(*copying, work);
+      continue;
+    }
     Node* node = work.front();
     work.pop_front();
     if (node->missing > 0 && node->error) {
@@ -437,9 +441,14 @@ void Worker::process(std::deque<Node*>& work, int here, std::unique_lock<Adaptiv
       run_inline(node, skip, lock, work);
       continue;
     }
+    if (!copying->empty() && shares_chunk(*node, *copying)) {
+      copying->push_back(node);  // keeps its order among the tasks on its chunks
+      continue;
+    }
     std::exception_ptr error;
-    const Staged staged = admit_and_stage(node, lock, work, batch, error);
-    if (staged == Staged::later) continue;
+    const Staged staged = admit_and_stage(node, lock, work, batch, error, !work.empty());
+    if (staged == Staged::deferred) copying->push_back(node);
+    if (staged != Staged::now) continue;
     if (error) {
       fail_unstaged(node, error, work);
       continue;
@@ -447,7 +456,7 @@ void Worker::process(std::deque<Node*>& work, int here, std::unique_lock<Adaptiv
     mark_held(*node);
     if (node->task.device == here && !devices_[here]->asynchronous())
       run_here(node, lock, work);
-    else if (batchable(*node))
+    else if (batchable(*node) && !defers_on(*copying, node->task.device))
       batch.push_back(node);
     else
       launch(node, lock, work);
@@ -458,6 +467,34 @@ void Worker::process(std::deque<Node*>& work, int here, std::unique_lock<Adaptiv
     lock.unlock();
     hooks_->short_of_memory();
   }
+}
+
+// The tasks deferred because their staging copies data go now, in their order, and are not
+// deferred again: the tasks that needed no copy have gone to their devices meanwhile, which
+// compute while these copies run (out of core, the resident part of a sweep goes first).
+void Worker::take_back_deferred(std::vector<Node*>& deferred, std::deque<Node*>& work) {
+  for (Node* node : deferred) node->deferred = true;
+  work.insert(work.begin(), deferred.begin(), deferred.end());
+  deferred.clear();
+}
+
+// Whether one of `deferred` waits to be staged on device `dev`. Its staging needs room that
+// only a finished task gives back, and a batch reports its tasks when all are done: the
+// tasks that go ahead of it go alone, so the first to finish lets the copies begin.
+bool Worker::defers_on(const std::vector<Node*>& deferred, int dev) {
+  return std::any_of(deferred.begin(), deferred.end(),
+                     [dev](const Node* n) { return n->task.device == dev; });
+}
+
+// Whether `node` uses a chunk one of `others` uses. Ready tasks that share a chunk are
+// independent only as reductions into it or writes of disjoint parts, and keep their order
+// (the order of a floating-point reduction is its result).
+bool Worker::shares_chunk(const Node& node, const std::vector<Node*>& others) {
+  for (const Node* other : others)
+    for (const ChunkUse& a : node.uses)
+      for (const ChunkUse& b : other->uses)
+        if (a.chunk == b.chunk) return true;
+  return false;
 }
 
 // Create, Delete, Barrier and RecvHost tasks run on the calling thread (a skipped one only
@@ -509,7 +546,7 @@ bool Worker::size_and_stage(Node* node, std::size_t budget, std::exception_ptr& 
 // that. `later`: the task waits (for memory, or tries again now after an unstage).
 Worker::Staged Worker::admit_and_stage(Node* node, std::unique_lock<AdaptiveMutex>& lock,
                                        std::deque<Node*>& work, std::vector<Node*>& batch,
-                                       std::exception_ptr& error) {
+                                       std::exception_ptr& error, bool may_defer) {
   const int dev = node->task.device;
   // The first task of a device is always admitted; the others while they fit the bound.
   const std::size_t room =
@@ -543,6 +580,11 @@ Worker::Staged Worker::admit_and_stage(Node* node, std::unique_lock<AdaptiveMute
     staged_bytes_[dev] -= node->staged_bytes;
     --staged_tasks_[dev];
     return Staged::later;
+  }
+  if (!staged && !error && may_defer && !node->deferred) {
+    staged_bytes_[dev] -= node->staged_bytes;
+    --staged_tasks_[dev];
+    return Staged::deferred;
   }
   if (!staged && !error) {
     // Staging may wait for the tasks staged ahead to finish: those of a batch go first.

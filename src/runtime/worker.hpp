@@ -149,6 +149,7 @@ class Worker {
     bool submitting = false;   // being handed to its device without the lock (submit_unlocked)
     bool reported = false;     // ... and reported done meanwhile (with run_error)
     bool hold = false;         // not released early again: waits for its dependencies
+    bool deferred = false;     // passed over once by tasks that need no copy (process)
     std::vector<Node*> batch;  // the first of a batch: all of its kernels (launch_batch)
     void reset();              // as new, keeping its vectors' memory
   };
@@ -173,9 +174,13 @@ class Worker {
   void run_inline(Node* node, bool skip, std::unique_lock<AdaptiveMutex>& lock,
                   std::deque<Node*>& work);
   bool size_and_stage(Node* node, std::size_t budget, std::exception_ptr& error);
-  enum class Staged { now, later };
+  // deferred: its staging copies data, and tasks after it that need none may go first.
+  enum class Staged { now, later, deferred };
   Staged admit_and_stage(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::deque<Node*>& work,
-                         std::vector<Node*>& batch, std::exception_ptr& error);
+                         std::vector<Node*>& batch, std::exception_ptr& error, bool may_defer);
+  static bool shares_chunk(const Node& node, const std::vector<Node*>& others);
+  static bool defers_on(const std::vector<Node*>& deferred, int dev);
+  static void take_back_deferred(std::vector<Node*>& deferred, std::deque<Node*>& work);
   void fail_unstaged(Node* node, const std::exception_ptr& error, std::deque<Node*>& work);
   bool stages_in_place(Node* node, std::exception_ptr& error);
   bool hold_until_ready(Node* node);

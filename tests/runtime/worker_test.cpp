@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -153,6 +154,13 @@ class AsyncDevice final : public backend::cpu::LaneDevice {
   void end_wait() override { --waiting; }
   void flush() override { ++flushes; }
 
+  // Runs before each copy from host memory into device memory (a chunk brought back).
+  std::function<void()> before_copy_in;
+  void copy_from_host(void* device, const void* host, std::size_t bytes) override {
+    if (before_copy_in) before_copy_in();
+    LaneDevice::copy_from_host(device, host, bytes);
+  }
+
   void copy_lent(void* dst, const Rect& dst_rect, const std::vector<unsigned char>& lent,
                  const Rect& src_rect, const Rect& region, std::size_t elem_size) override {
     if (unreachable) throw backend::LendingError("a test device that reaches no other's memory");
@@ -285,6 +293,28 @@ TEST(Worker, SubmitWaitsWhileTooManyTasksAreUnfinished) {
   }
 }
 
+// Four chunks of `n` random ints written through a discrete asynchronous device that holds
+// three: the values of chunk c are values[c - 1]; one chunk was spilled to the host.
+std::vector<std::vector<int>> four_written(AsyncRig& rig, int n, std::mt19937_64& g) {
+  const std::size_t bytes = n * 4;
+  Rect box(1, {0, 0, 0}, {n, 1, 1});
+  std::vector<std::vector<int>> values;
+  std::vector<plan::Task> setup;
+  std::vector<plan::TaskId> writes;
+  for (plan::ChunkId c = 1; c <= 4; ++c) {
+    values.push_back(test::random_vector<int>(n, g));
+    auto data = std::make_shared<std::vector<unsigned char>>(bytes);
+    std::memcpy(data->data(), values.back().data(), bytes);
+    setup.push_back(rig.task(0, plan::CreateChunk{c, bytes}));
+    setup.push_back(
+        rig.task(0, plan::HostWrite{ChunkRef{c, box}, box, data, box, 4}, {setup.back().id}));
+    writes.push_back(setup.back().id);
+  }
+  rig.worker->submit(std::move(setup));
+  for (plan::TaskId w : writes) rig.worker->wait(w);
+  return values;
+}
+
 // A copy queued behind a slow one on its device goes to the device at once when its chunks
 // are resident; when one of them was spilled to the host, it waits for the slow copy to end
 // instead (bringing the chunk in ahead would evict what the tasks queued before it need;
@@ -296,20 +326,7 @@ TEST(Worker, ATaskWhoseChunksAreNotResidentIsNotQueuedAhead) {
     const std::size_t bytes = n * 4;
     AsyncRig rig(1, 3 * detail::BlockPool::size_class(bytes), /*discrete=*/true);
     Rect box(1, {0, 0, 0}, {n, 1, 1});
-    std::vector<std::vector<int>> values;
-    std::vector<plan::Task> setup;
-    std::vector<plan::TaskId> writes;
-    for (plan::ChunkId c = 1; c <= 4; ++c) {
-      values.push_back(test::random_vector<int>(n, g));
-      auto data = std::make_shared<std::vector<unsigned char>>(bytes);
-      std::memcpy(data->data(), values.back().data(), bytes);
-      setup.push_back(rig.task(0, plan::CreateChunk{c, bytes}));
-      const plan::TaskId created = setup.back().id;
-      setup.push_back(rig.task(0, plan::HostWrite{ChunkRef{c, box}, box, data, box, 4}, {created}));
-      writes.push_back(setup.back().id);
-    }
-    rig.worker->submit(std::move(setup));
-    for (plan::TaskId w : writes) rig.worker->wait(w);
+    const auto values = four_written(rig, n, g);
     // Three of the four fit: one was spilled to the host. The second copy reads it, or one
     // that stayed.
     std::vector<plan::ChunkId> resident, away;
@@ -336,6 +353,46 @@ TEST(Worker, ATaskWhoseChunksAreNotResidentIsNotQueuedAhead) {
     EXPECT_EQ(after.tasks_released_early - before.tasks_released_early, spilled ? 0u : 1u)
         << "spilled " << spilled;
   }
+}
+
+// Out of core, a ready task whose staging copies a chunk back to the device lets the ready
+// tasks after it that need no copy go first: the device computes while the copy runs. Here
+// the copy waits for the read-back submitted after it; without the deferral it would wait
+// in vain (the read-back would be queued only once the copy was done).
+TEST(Worker, ATaskThatNeedsACopyLetsTheReadyTasksBehindItGoFirst) {
+  auto g = test::rng(34);
+  const int n = 1000;
+  const std::size_t bytes = n * 4;
+  AsyncRig rig(1, 3 * detail::BlockPool::size_class(bytes), /*discrete=*/true);
+  Rect box(1, {0, 0, 0}, {n, 1, 1});
+  const auto values = four_written(rig, n, g);
+  std::vector<plan::ChunkId> resident, away;
+  for (plan::ChunkId c = 1; c <= 4; ++c)
+    (rig.memory->state(c).on_device ? resident : away).push_back(c);
+  ASSERT_EQ(resident.size(), 3u);
+  // First a read-back of the spilled chunk (it must come back), then one of a resident chunk.
+  std::vector<int> got_away(n, test::poison<int>()), got_resident(n, test::poison<int>());
+  std::vector<plan::Task> tasks;
+  tasks.push_back(
+      rig.task(0, plan::ReadBack{ChunkRef{away[0], box}, box, got_away.data(), box, 4}));
+  tasks.push_back(
+      rig.task(0, plan::ReadBack{ChunkRef{resident[2], box}, box, got_resident.data(), box, 4}));
+  const plan::TaskId first = tasks[0].id, second = tasks[1].id;
+  std::atomic<bool> second_done_first{false};
+  rig.async(0).before_copy_in = [&] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (!rig.worker->is_done(second) && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    second_done_first = rig.worker->is_done(second);
+  };
+  rig.worker->submit(std::move(tasks));
+  rig.worker->wait(first);
+  rig.worker->wait(second);
+  rig.async(0).before_copy_in = nullptr;
+  EXPECT_TRUE(second_done_first) << "the task behind waited for the other's copy";
+  EXPECT_EQ(got_away, values[away[0] - 1]);
+  EXPECT_EQ(got_resident, values[resident[2] - 1]);
+  EXPECT_EQ(rig.worker->stats().tasks_failed, 0u);
 }
 
 // A Stencil3 that records how many superblocks each of its runs got.
