@@ -26,10 +26,12 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <exception>
 #include <limits>
 #include <list>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -37,6 +39,7 @@
 
 #include "core/log.hpp"
 #include "core/mutex.hpp"
+#include "core/thread_name.hpp"
 #include "gridspan/core/error.hpp"
 #include "runtime/pool.hpp"
 #include "runtime/spill.hpp"
@@ -146,9 +149,17 @@ struct DeviceSpace {
   BlockPool pool;
   BlockPool host_pool;
   Usage usage;
-  std::size_t pinned = 0;    // blocks of chunks with pins
-  std::size_t reserved = 0;  // the part of `pinned` held by tasks still being staged
-  std::list<Chunk*> lru;     // resident chunks, least recently used first
+  std::size_t pinned = 0;          // blocks of chunks with pins
+  std::size_t reserved = 0;        // the part of `pinned` held by tasks still being staged
+  std::size_t leaving = 0;         // blocks of chunks being written back (freed once written)
+  std::exception_ptr write_error;  // a write-back failed: the next staging here throws it
+  std::list<Chunk*> lru;           // resident chunks, least recently used first
+};
+
+// A device copy on its way to the host on the write-back thread; the chunk is moving.
+struct WriteBack {
+  Chunk* chunk;
+  void* host;  // its host block, accounted already
 };
 
 // A chunk as seen by executor threads while it is staged.
@@ -213,6 +224,24 @@ struct MemoryManager::Impl {
   std::unordered_map<ChunkId, StagedChunk> staged;
   TaskChunks scratch;  // for a staging or unstaging that keeps the mutex throughout
   std::vector<std::size_t> scratch_bytes;  // per device, likewise
+
+  // Evicted device copies are written to the host on a thread of their own, so that a
+  // staging brings its chunks in while its victims go out (the link carries both ways at
+  // once). Started with the first write-back; drains its queue before it ends.
+  std::thread writer;
+  std::deque<WriteBack> write_backs;
+  std::condition_variable_any wake_writer;
+  bool stop_writer = false;
+
+  // Ends the write-back thread once its queue is written.
+  void stop_writing() {
+    {
+      std::lock_guard lock(mutex);
+      stop_writer = true;
+    }
+    wake_writer.notify_all();
+    if (writer.joinable()) writer.join();
+  }
 
   Chunk& find(ChunkId id) const {
     auto it = chunks.find(id);
@@ -516,16 +545,65 @@ struct MemoryManager::Impl {
       report("spill", c, c.device, 0);
       return;
     }
-    void* h = allocate_host(c);
+    write_back(d, c, allocate_host(c));
+  }
+
+  // Queues the copy of `c`'s device block to `host` on the write-back thread; `c` moves
+  // until it is written, and its device block counts as leaving.
+  void write_back(DeviceSpace& d, Chunk& c, void* host) {
+    c.moving = true;
+    ++transits;
+    d.leaving += c.block;
+    write_backs.push_back(WriteBack{&c, host});
+    if (!writer.joinable()) {
+      writer = std::thread([this] {
+        name_this_thread("gs-write-back");
+        write_back_loop();
+      });
+    }
+    wake_writer.notify_one();
+  }
+
+  void write_back_loop() {
+    std::unique_lock lock(mutex);
+    while (true) {
+      wake_writer.wait(lock, [&] { return stop_writer || !write_backs.empty(); });
+      if (write_backs.empty()) return;
+      const WriteBack job = write_backs.front();
+      write_backs.pop_front();
+      write_one(lock, job);
+    }
+  }
+
+  // One write-back, the copy without the mutex; a failed one leaves the device copy as it
+  // was and is thrown by the next staging on that device.
+  void write_one(std::unique_lock<AdaptiveMutex>& lock, const WriteBack& job) {
+    Chunk& c = *job.chunk;
+    DeviceSpace& d = *devices[c.device];
+    const double start = observer ? observer_now_us() : 0;
     const void* from = c.device_copy;
-    transit(
-        lock, c, "spill", c.device, [&] { d.device->copy_to_host(h, from, c.bytes); },
-        [&] {
-          attach_host(c, h);
-          d.usage.copied_out += c.bytes;
-          evicted();
-        },
-        [&] { free_host(c, h); });
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      d.device->copy_to_host(job.host, from, c.bytes);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    c.moving = false;
+    --transits;
+    d.leaving -= c.block;
+    if (error) {
+      free_host(c, job.host);
+      d.write_error = error;
+    } else {
+      attach_host(c, job.host);
+      d.usage.copied_out += c.bytes;
+      drop_device(c);
+      d.usage.spilled += c.block;
+      report("spill", c, c.device, start);
+    }
+    moved.notify_all();
   }
 
   // One step towards making `c` resident on its device: room on the device, a disk read
@@ -552,7 +630,10 @@ struct MemoryManager::Impl {
           [&] { free_host(c, h); });
       return;
     }
-    if (d.usage.used + c.block > d.usage.limit) return free_device_step(lock, d, task);
+    if (d.usage.used + c.block > d.usage.limit) {
+      if (d.leaving > 0) return moved.wait(lock);  // room comes with a write-back
+      return free_device_step(lock, d, task);
+    }
     if (d.device->unified() && c.host_copy) {
       move_block(c, /*to_host=*/false);
       return report("reload", c, c.device, 0);
@@ -570,9 +651,13 @@ struct MemoryManager::Impl {
   }
 
   // One step of staging a task whose chunks are pinned already: evictions for all of a
-  // device's missing chunks first, then the bring-backs in the task's order. True when
-  // every chunk is resident and none is moving. The mutex may be released inside.
+  // device's missing chunks first (the blocks being written back count as free), then the
+  // bring-backs in the task's order. True when every chunk is resident and none is moving.
+  // The mutex may be released inside.
   bool stage_step(std::unique_lock<AdaptiveMutex>& lock, const TaskChunks& task) {
+    for (auto [c, write, discard] : task.chunks)
+      if (auto& failed = devices[c->device]->write_error)
+        std::rethrow_exception(std::exchange(failed, nullptr));
     for (auto [c, write, discard] : task.chunks) {
       if (c->moving) {  // another task stages it too: wait, then look again
         moved.wait(lock);
@@ -585,18 +670,27 @@ struct MemoryManager::Impl {
         if (c->device == static_cast<int>(i) && !c->device_copy) missing += c->block;
       }
       DeviceSpace& d = *devices[i];
-      if (missing > 0 && d.usage.used + missing > d.usage.limit) {
+      if (missing > 0 && d.usage.used - d.leaving + missing > d.usage.limit) {
         free_device_step(lock, d, task);
         return false;
       }
     }
-    for (auto [c, write, discard] : task.chunks) {
-      if (!c->device_copy) {
-        bring_back_step(lock, *c, task);
-        return false;
+    // Chunks with contents to copy come before fresh ones: a copy in may then run while
+    // a victim is written back, and a fresh block takes the room the write-back gives.
+    for (bool copied : {true, false}) {
+      for (auto [c, write, discard] : task.chunks) {
+        if (!c->device_copy && has_contents(*c, task) == copied) {
+          bring_back_step(lock, *c, task);
+          return false;
+        }
       }
     }
     return true;
+  }
+
+  // Whether bringing `c` back for `task` copies data (else it gets a fresh block).
+  static bool has_contents(const Chunk& c, const TaskChunks& task) {
+    return (c.host_copy || c.on_disk) && !task.discards(&c);
   }
 
   void touch(Chunk& c) {
@@ -627,7 +721,8 @@ struct MemoryManager::Impl {
   // file I/O, each without the mutex (stage_step). Phase 3: publish the staged chunks.
   // Bytes device `d` could free without evicting a chunk that an announced task needs.
   std::size_t room_without_needed(const DeviceSpace& d, const TaskChunks& task) const {
-    std::size_t room = d.usage.limit > d.usage.used ? d.usage.limit - d.usage.used : 0;
+    const std::size_t used = d.usage.used - d.leaving;
+    std::size_t room = d.usage.limit > used ? d.usage.limit - used : 0;
     for (const Chunk* c : d.lru)
       if (evictable(*c, task) && c->next_uses.empty()) room += c->block;
     return room;
@@ -823,6 +918,7 @@ void MemoryManager::observe(Observer* observer) {
 }
 
 MemoryManager::~MemoryManager() {
+  impl_->stop_writing();
   impl_->release_everything();
 }
 

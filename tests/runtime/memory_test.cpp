@@ -1066,6 +1066,98 @@ TEST(MemoryManager, DestroyWaitsForAChunkInTransit) {
   EXPECT_FALSE(mm.exists(0));
 }
 
+// A device whose copies to the host wait (up to 5 s) for a copy from the host to begin,
+// and fail when told to.
+class CrossingDevice : public FakeDevice {
+ public:
+  using FakeDevice::FakeDevice;
+  void copy_to_host(void* host, const void* device, std::size_t bytes) override {
+    if (fail_copy_out) throw Error("deliberate failure of a copy to the host");
+    if (wait_for_copy_in) {
+      std::unique_lock lock(mutex_);
+      crossed = cv_.wait_for(lock, std::chrono::seconds(5), [&] { return copying_in_; });
+    }
+    FakeDevice::copy_to_host(host, device, bytes);
+  }
+  void copy_from_host(void* device, const void* host, std::size_t bytes) override {
+    {
+      std::lock_guard lock(mutex_);
+      copying_in_ = true;
+    }
+    cv_.notify_all();
+    FakeDevice::copy_from_host(device, host, bytes);
+  }
+  void expect_copies_in(bool wait) {
+    std::lock_guard lock(mutex_);
+    copying_in_ = false;
+    wait_for_copy_in = wait;
+  }
+  std::atomic<bool> wait_for_copy_in{false}, fail_copy_out{false}, crossed{false};
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool copying_in_ = false;
+};
+
+// Six chunks of 16 KiB written through a 64 KiB device: 2..5 resident (written there, so
+// their only copy), 0 and 1 on the host.
+std::vector<std::vector<unsigned char>> six_written(MemoryManager& mm, std::mt19937_64& g) {
+  std::vector<std::vector<unsigned char>> content;
+  for (ChunkId id = 0; id < 6; ++id) {
+    mm.create(id, 16 * KiB, 0);
+    content.push_back(random_bytes(16 * KiB, g));
+    write_chunk(mm, id, content[id]);
+  }
+  return content;
+}
+
+// A device copy evicted for a staging goes to the host while the staging brings its other
+// chunks in: the write-back runs on a thread of its own and the room it will give back
+// counts as free. Here the write-back waits for the copy in, which could not begin before
+// it if it ran on the staging thread.
+TEST(MemoryManager, AVictimIsWrittenBackWhileTheNextChunkComesIn) {
+  TempDir dir;
+  CrossingDevice dev(0, 64 * KiB);
+  MemoryManager mm({&dev}, small_limits(dir.str()));
+  std::mt19937_64 g = test::rng(7);
+  auto content = six_written(mm, g);
+  expect_chunk(mm, 0, content[0]);  // device: 3 4 5 0 (0 also on the host); host: 1 2
+  mm.announce(50, {{3, false}, {4, false}, {5, false}});
+  dev.expect_copies_in(true);
+  // Room for 1 and 2: 0 is dropped (the host has it), one of 3..5 written back.
+  ASSERT_TRUE(mm.try_stage({{1, false}, {2, false}}));
+  dev.expect_copies_in(false);
+  EXPECT_TRUE(dev.crossed) << "the write-back ran before the copy in began";
+  EXPECT_EQ(std::memcmp(mm.data(1), content[1].data(), 16 * KiB), 0);
+  EXPECT_EQ(std::memcmp(mm.data(2), content[2].data(), 16 * KiB), 0);
+  mm.unstage({{1, false}, {2, false}});
+  mm.retire(50, {{3, false}, {4, false}, {5, false}});
+  for (ChunkId id = 0; id < 6; ++id) expect_chunk(mm, id, content[id]);
+  EXPECT_EQ(mm.pinned_bytes(0), 0u);
+}
+
+// A write-back that fails is the error of the staging that evicted it; the chunk keeps its
+// device copy, and a later staging goes through.
+TEST(MemoryManager, AFailedWriteBackIsTheStagingsErrorAndLosesNothing) {
+  TempDir dir;
+  CrossingDevice dev(0, 64 * KiB);
+  MemoryManager mm({&dev}, small_limits(dir.str()));
+  std::mt19937_64 g = test::rng(8);
+  auto content = six_written(mm, g);
+  dev.fail_copy_out = true;
+  try {
+    mm.try_stage({{0, false}});
+    ADD_FAILURE() << "the staging succeeded though its victim could not be written back";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("deliberate failure"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(mm.pinned_bytes(0), 0u);
+  EXPECT_TRUE(mm.state(2).on_device);
+  dev.fail_copy_out = false;
+  for (ChunkId id = 0; id < 6; ++id) expect_chunk(mm, id, content[id]);
+}
+
 // Several threads stage random sets of chunks (with random writes) under small limits and
 // check every chunk's content against its last written checksum.
 TEST(MemoryManager, ConcurrentStagingKeepsDataIntact) {
