@@ -34,6 +34,10 @@ bool is_transfer(const Task& t) {
          std::holds_alternative<plan::RecvHost>(t.payload);
 }
 
+// Tasks deferred at once in one work list (process): beyond, a task that copies stages in
+// its turn, and finding whether a task shares a chunk with a deferred one stays cheap.
+constexpr std::size_t kMostDeferred = 64;
+
 bool runs_inline(const Task& t) {
   return std::holds_alternative<plan::CreateChunk>(t.payload) ||
          std::holds_alternative<plan::DeleteChunk>(t.payload) ||
@@ -446,7 +450,8 @@ void Worker::process(std::deque<Node*>& work, int here, std::unique_lock<Adaptiv
       continue;
     }
     std::exception_ptr error;
-    const Staged staged = admit_and_stage(node, lock, work, batch, error, !work.empty());
+    const bool may_defer = !work.empty() && copying->size() < kMostDeferred;
+    const Staged staged = admit_and_stage(node, lock, work, batch, error, may_defer);
     if (staged == Staged::deferred) copying->push_back(node);
     if (staged != Staged::now) continue;
     if (error) {
