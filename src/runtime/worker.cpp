@@ -423,13 +423,13 @@ void Worker::process(std::deque<Node*>& work, int here) {
 void Worker::process(std::deque<Node*>& work, int here, std::unique_lock<AdaptiveMutex>& lock) {
   Scratch<std::vector<Node*>> staged_batch;  // staged kernels of one launch, one submission
   std::vector<Node*>& batch = *staged_batch;
-  Scratch<std::vector<Node*>> copying;  // deferred: their staging copies data
-  while (!work.empty() || !batch.empty() || !copying->empty()) {
+  std::vector<Node*> copying;  // deferred: their staging copies data (allocates only then)
+  while (!work.empty() || !batch.empty() || !copying.empty()) {
     // Launching a batch may release more work.
     if (!batch.empty() && (work.empty() || !joins(*batch.front(), *work.front(), batch.size())))
       launch_batch(batch, lock, work);
     if (work.empty()) {
-      take_back_deferred(*copying, work);
+      take_back_deferred(copying, work);
       continue;
     }
     Node* node = work.front();
@@ -445,14 +445,14 @@ void Worker::process(std::deque<Node*>& work, int here, std::unique_lock<Adaptiv
       run_inline(node, skip, lock, work);
       continue;
     }
-    if (!copying->empty() && shares_chunk(*node, *copying)) {
-      copying->push_back(node);  // keeps its order among the tasks on its chunks
+    if (!copying.empty() && shares_chunk(*node, copying)) {
+      copying.push_back(node);  // keeps its order among the tasks on its chunks
       continue;
     }
     std::exception_ptr error;
-    const bool may_defer = !work.empty() && copying->size() < kMostDeferred;
+    const bool may_defer = !work.empty() && copying.size() < kMostDeferred;
     const Staged staged = admit_and_stage(node, lock, work, batch, error, may_defer);
-    if (staged == Staged::deferred) copying->push_back(node);
+    if (staged == Staged::deferred) copying.push_back(node);
     if (staged != Staged::now) continue;
     if (error) {
       fail_unstaged(node, error, work);
@@ -461,7 +461,7 @@ void Worker::process(std::deque<Node*>& work, int here, std::unique_lock<Adaptiv
     mark_held(*node);
     if (node->task.device == here && !devices_[here]->asynchronous())
       run_here(node, lock, work);
-    else if (batchable(*node) && !defers_on(*copying, node->task.device))
+    else if (batchable(*node) && !defers_on(copying, node->task.device))
       batch.push_back(node);
     else
       launch(node, lock, work);
