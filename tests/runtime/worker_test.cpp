@@ -355,44 +355,85 @@ TEST(Worker, ATaskWhoseChunksAreNotResidentIsNotQueuedAhead) {
   }
 }
 
+// Four chunks of 1000 ints through a discrete asynchronous device that holds three: which
+// stayed resident and which one was spilled, and a hook run before the copy that brings a
+// chunk back, which waits up to `patience` for task `behind` and says whether it was done.
+struct OneSpilled {
+  static constexpr int n = 1000;
+  AsyncRig rig{1, 3 * detail::BlockPool::size_class(n * 4), /*discrete=*/true};
+  Rect box{1, {0, 0, 0}, {n, 1, 1}};
+  std::vector<std::vector<int>> values;
+  std::vector<plan::ChunkId> resident, away;
+  std::atomic<bool> behind_done{false};
+
+  explicit OneSpilled(std::mt19937_64& g) : values(four_written(rig, n, g)) {
+    for (plan::ChunkId c = 1; c <= 4; ++c)
+      (rig.memory->state(c).on_device ? resident : away).push_back(c);
+  }
+  void watch(plan::TaskId behind, std::chrono::milliseconds patience) {
+    rig.async(0).before_copy_in = [this, behind, patience] {
+      const auto until = std::chrono::steady_clock::now() + patience;
+      while (!rig.worker->is_done(behind) && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      behind_done = rig.worker->is_done(behind);
+    };
+  }
+  plan::Task read_back(plan::ChunkId c, std::vector<int>& into) {
+    return rig.task(0, plan::ReadBack{ChunkRef{c, box}, box, into.data(), box, 4});
+  }
+  void run(std::vector<plan::Task> tasks) {
+    std::vector<plan::TaskId> ids;
+    for (const auto& t : tasks) ids.push_back(t.id);
+    rig.worker->submit(std::move(tasks));
+    for (plan::TaskId id : ids) rig.worker->wait(id);
+    rig.async(0).before_copy_in = nullptr;
+    EXPECT_EQ(rig.worker->stats().tasks_failed, 0u);
+  }
+};
+
 // Out of core, a ready task whose staging copies a chunk back to the device lets the ready
 // tasks after it that need no copy go first: the device computes while the copy runs. Here
 // the copy waits for the read-back submitted after it; without the deferral it would wait
 // in vain (the read-back would be queued only once the copy was done).
 TEST(Worker, ATaskThatNeedsACopyLetsTheReadyTasksBehindItGoFirst) {
   auto g = test::rng(34);
-  const int n = 1000;
-  const std::size_t bytes = n * 4;
-  AsyncRig rig(1, 3 * detail::BlockPool::size_class(bytes), /*discrete=*/true);
-  Rect box(1, {0, 0, 0}, {n, 1, 1});
-  const auto values = four_written(rig, n, g);
-  std::vector<plan::ChunkId> resident, away;
-  for (plan::ChunkId c = 1; c <= 4; ++c)
-    (rig.memory->state(c).on_device ? resident : away).push_back(c);
-  ASSERT_EQ(resident.size(), 3u);
+  OneSpilled s(g);
+  ASSERT_EQ(s.resident.size(), 3u);
   // First a read-back of the spilled chunk (it must come back), then one of a resident chunk.
-  std::vector<int> got_away(n, test::poison<int>()), got_resident(n, test::poison<int>());
+  std::vector<int> got_away(s.n, test::poison<int>()), got_resident(s.n, test::poison<int>());
   std::vector<plan::Task> tasks;
-  tasks.push_back(
-      rig.task(0, plan::ReadBack{ChunkRef{away[0], box}, box, got_away.data(), box, 4}));
-  tasks.push_back(
-      rig.task(0, plan::ReadBack{ChunkRef{resident[2], box}, box, got_resident.data(), box, 4}));
-  const plan::TaskId first = tasks[0].id, second = tasks[1].id;
-  std::atomic<bool> second_done_first{false};
-  rig.async(0).before_copy_in = [&] {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (!rig.worker->is_done(second) && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    second_done_first = rig.worker->is_done(second);
-  };
-  rig.worker->submit(std::move(tasks));
-  rig.worker->wait(first);
-  rig.worker->wait(second);
-  rig.async(0).before_copy_in = nullptr;
-  EXPECT_TRUE(second_done_first) << "the task behind waited for the other's copy";
-  EXPECT_EQ(got_away, values[away[0] - 1]);
-  EXPECT_EQ(got_resident, values[resident[2] - 1]);
-  EXPECT_EQ(rig.worker->stats().tasks_failed, 0u);
+  tasks.push_back(s.read_back(s.away[0], got_away));
+  tasks.push_back(s.read_back(s.resident[2], got_resident));
+  s.watch(tasks[1].id, std::chrono::seconds(2));
+  s.run(std::move(tasks));
+  EXPECT_TRUE(s.behind_done) << "the task behind waited for the other's copy";
+  EXPECT_EQ(got_away, s.values[s.away[0] - 1]);
+  EXPECT_EQ(got_resident, s.values[s.resident[2] - 1]);
+}
+
+// A ready task that shares a chunk with a deferred one stays behind it, though it needs no
+// copy: independent tasks on one chunk are reductions or writes of disjoint parts, and
+// the order of a reduction is its result. Here both read the resident chunk; the first
+// also writes half of the spilled one (so that chunk must come back first).
+TEST(Worker, ATaskSharingAChunkWithADeferredOneStaysBehindIt) {
+  auto g = test::rng(35);
+  OneSpilled s(g);
+  ASSERT_EQ(s.resident.size(), 3u);
+  const plan::ChunkId from = s.resident[2], to = s.away[0];
+  Rect half(1, {0, 0, 0}, {s.n / 2, 1, 1});
+  std::vector<int> got_from(s.n, test::poison<int>()), got_to(s.n, test::poison<int>());
+  std::vector<plan::Task> tasks;
+  tasks.push_back(s.rig.task(0, plan::Copy{ChunkRef{from, s.box}, ChunkRef{to, s.box}, half, 4}));
+  tasks.push_back(s.read_back(from, got_from));
+  tasks.push_back(s.read_back(to, got_to));
+  tasks.back().deps = {tasks.front().id};
+  s.watch(tasks[1].id, std::chrono::milliseconds(300));
+  s.run(std::move(tasks));
+  EXPECT_FALSE(s.behind_done) << "a task on the deferred one's chunk went ahead of it";
+  std::vector<int> want = s.values[to - 1];
+  std::copy_n(s.values[from - 1].begin(), s.n / 2, want.begin());
+  EXPECT_EQ(got_to, want);
+  EXPECT_EQ(got_from, s.values[from - 1]);
 }
 
 // A Stencil3 that records how many superblocks each of its runs got.
