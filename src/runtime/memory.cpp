@@ -362,6 +362,12 @@ struct MemoryManager::Impl {
     c.device_copy = nullptr;
   }
 
+  // `c` leaves its device for good (its data are valid elsewhere now).
+  void evict_device(Chunk& c) {
+    drop_device(c);
+    devices[c.device]->usage.spilled += c.block;
+  }
+
   void drop_host(Chunk& c) {
     if (!c.host_copy) return;
     free_host(c, c.host_copy);
@@ -528,14 +534,10 @@ struct MemoryManager::Impl {
     Chunk* victim = device_victim(d, task);
     if (!victim) return wait_for_transit(lock, d.device->name());
     Chunk& c = *victim;
-    auto evicted = [&] {
-      drop_device(c);
-      d.usage.spilled += c.block;
-    };
     bool host_has_room = host.limit == kUnbounded || host.used + c.block <= host.limit;
     if (c.host_copy || (c.on_disk && !host_has_room)) {
       report("evict", c, c.device, 0);
-      return evicted();
+      return evict_device(c);
     }
     if (!host_has_room) return free_host_step(lock, c.block, &task);
     if (d.device->unified()) {
@@ -599,8 +601,7 @@ struct MemoryManager::Impl {
     } else {
       attach_host(c, job.host);
       d.usage.copied_out += c.bytes;
-      drop_device(c);
-      d.usage.spilled += c.block;
+      evict_device(c);
       report("spill", c, c.device, start);
     }
     moved.notify_all();

@@ -987,6 +987,18 @@ class GatedDevice : public FakeDevice {
   bool open_ = false;
 };
 
+// Six chunks of 16 KiB written through a 64 KiB device: 2..5 resident (written there, so
+// their only copy), 0 and 1 on the host.
+std::vector<std::vector<unsigned char>> six_written(MemoryManager& mm, std::mt19937_64& g) {
+  std::vector<std::vector<unsigned char>> content;
+  for (ChunkId id = 0; id < 6; ++id) {
+    mm.create(id, 16 * KiB, 0);
+    content.push_back(random_bytes(16 * KiB, g));
+    write_chunk(mm, id, content[id]);
+  }
+  return content;
+}
+
 // A bring-back stuck in its copy holds up nobody else: another task's unstage, other
 // stagings and the statistics complete while it waits.
 TEST(MemoryManager, SlowCopyDoesNotHoldUpOtherThreads) {
@@ -994,12 +1006,7 @@ TEST(MemoryManager, SlowCopyDoesNotHoldUpOtherThreads) {
   GatedDevice dev(0, 64 * KiB);
   MemoryManager mm({&dev}, small_limits(dir.str()));
   std::mt19937_64 g = test::rng(6);
-  std::vector<std::vector<unsigned char>> content;
-  for (ChunkId id = 0; id < 6; ++id) {
-    mm.create(id, 16 * KiB, 0);
-    content.push_back(random_bytes(16 * KiB, g));
-    write_chunk(mm, id, content[id]);
-  }
+  const auto content = six_written(mm, g);
   ASSERT_FALSE(mm.state(0).on_device);  // device: 2 3 4 5; host: 0 1
   ASSERT_TRUE(mm.try_stage({{5, true}}));
   dev.arm();
@@ -1099,18 +1106,6 @@ class CrossingDevice : public FakeDevice {
   std::condition_variable cv_;
   bool copying_in_ = false;
 };
-
-// Six chunks of 16 KiB written through a 64 KiB device: 2..5 resident (written there, so
-// their only copy), 0 and 1 on the host.
-std::vector<std::vector<unsigned char>> six_written(MemoryManager& mm, std::mt19937_64& g) {
-  std::vector<std::vector<unsigned char>> content;
-  for (ChunkId id = 0; id < 6; ++id) {
-    mm.create(id, 16 * KiB, 0);
-    content.push_back(random_bytes(16 * KiB, g));
-    write_chunk(mm, id, content[id]);
-  }
-  return content;
-}
 
 // A device copy evicted for a staging goes to the host while the staging brings its other
 // chunks in: the write-back runs on a thread of its own and the room it will give back
