@@ -36,6 +36,10 @@ const std::vector<Setting> kSettings = {
      "a GPU's free memory less 1 GiB + 1/64; a cpu device's share of RAM/4"},
     {"GRIDSPAN_HOST_MEMORY", K::size, &C::host_memory,
      "host memory for spilled chunks; 0: the default", "half of RAM"},
+    {"GRIDSPAN_PIN_AHEAD", K::flag, &C::pin_ahead,
+     "once a GPU evicts, host memory is pinned ahead for its resident chunks without a host "
+     "copy, so that their first write-back does not wait for it; off: when a write-back needs it",
+     "on"},
     {"GRIDSPAN_SPILL_DIR", K::text, &C::spill_dir, "folder for spill files",
      "private folder under `$TMPDIR`"},
     {"GRIDSPAN_CACHE_DIR", K::text, &C::cache_dir, "compiled-kernel cache", "`~/.cache/gridspan`"},

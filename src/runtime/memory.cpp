@@ -30,6 +30,7 @@
 #include <exception>
 #include <limits>
 #include <list>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -57,6 +58,7 @@ MemoryLimits memory_limits(const Config& config) {
                           static_cast<std::size_t>(std::max(1, config.node_ranks));
   }
   limits.spill_dir = config.spill_dir;
+  limits.pin_ahead = config.pin_ahead;
   return limits;
 }
 
@@ -153,13 +155,14 @@ struct DeviceSpace {
   std::size_t reserved = 0;        // the part of `pinned` held by tasks still being staged
   std::size_t leaving = 0;         // blocks of chunks being written back (freed once written)
   std::exception_ptr write_error;  // a write-back failed: the next staging here throws it
+  bool out_of_core = false;        // it has evicted: host blocks are pinned ahead for it
   std::list<Chunk*> lru;           // resident chunks, least recently used first
 };
 
 // A device copy on its way to the host on the write-back thread; the chunk is moving.
 struct WriteBack {
   Chunk* chunk;
-  void* host;  // its host block, accounted already
+  void* host;  // its host block, accounted already; null: the thread allocates it
 };
 
 // A chunk as seen by executor threads while it is staged.
@@ -233,14 +236,27 @@ struct MemoryManager::Impl {
   std::condition_variable_any wake_writer;
   bool stop_writer = false;
 
-  // Ends the write-back thread once its queue is written.
+  // Pinned host memory takes milliseconds per megabyte to allocate (docs/PERFORMANCE.md), and
+  // a chunk's first write-back would wait for its block: once a device evicts, a thread of
+  // its own pins host blocks ahead for its resident chunks that have no host copy yet.
+  std::thread pinner;
+  std::condition_variable_any wake_pinner;
+  bool pin_due = false;  // a device evicted since the pinner last found nothing to do
+  // Host blocks on their way from the backend outside the pools (pinned ahead, or for a
+  // write-back): counted as held, so that the host limit holds meanwhile.
+  std::size_t unpooled = 0;
+  bool pin_ahead = true;  // off when asked, or once the host space is full or out of pinned memory
+
+  // Ends the write-back thread once its queue is written, and the pinning thread.
   void stop_writing() {
     {
       std::lock_guard lock(mutex);
       stop_writer = true;
     }
     wake_writer.notify_all();
+    wake_pinner.notify_all();
     if (writer.joinable()) writer.join();
+    if (pinner.joinable()) pinner.join();
   }
 
   Chunk& find(ChunkId id) const {
@@ -273,7 +289,7 @@ struct MemoryManager::Impl {
   }
 
   std::size_t host_held() const {
-    std::size_t held = 0;
+    std::size_t held = unpooled;
     for (const auto& d : devices) held += d->host_pool.held_bytes();
     return held;
   }
@@ -311,20 +327,25 @@ struct MemoryManager::Impl {
     d.usage.remove(c.block);
   }
 
+  // Cached host blocks go back to the backend until a new block for `c` stays within the
+  // host limit; pinning ahead stops from then on.
+  void release_host_for(const Chunk& c) {
+    if (devices[c.device]->host_pool.has_cached(c.bytes) || host.limit == kUnbounded) return;
+    std::size_t held = host_held();
+    if (held + c.block <= host.limit) return;
+    pin_ahead = false;
+    std::size_t excess = held + c.block - host.limit;
+    std::size_t released = 0;
+    for (auto& d : devices) {
+      if (released >= excess) break;
+      released += d->host_pool.release_cached(excess - released);
+    }
+  }
+
   // A host block for `c`, accounted in the host space; the caller has made room.
   void* allocate_host(const Chunk& c) {
     BlockPool& pool = devices[c.device]->host_pool;
-    if (!pool.has_cached(c.bytes) && host.limit != kUnbounded) {
-      std::size_t held = host_held();
-      if (held + c.block > host.limit) {
-        std::size_t excess = held + c.block - host.limit;
-        std::size_t released = 0;
-        for (auto& d : devices) {
-          if (released >= excess) break;
-          released += d->host_pool.release_cached(excess - released);
-        }
-      }
-    }
+    release_host_for(c);
     void* p = nullptr;
     try {
       p = pool.allocate(c.bytes);
@@ -547,7 +568,86 @@ struct MemoryManager::Impl {
       report("spill", c, c.device, 0);
       return;
     }
-    write_back(d, c, allocate_host(c));
+    pin_ahead_for(d);
+    if (d.host_pool.has_cached(c.bytes)) return write_back(d, c, allocate_host(c));
+    // A new block would hold the mutex for milliseconds: the write-back thread allocates it.
+    release_host_for(c);
+    host.add(c.block);
+    unpooled += c.block;
+    write_back(d, c, nullptr);
+  }
+
+  // `d` evicts: from now on the pinning thread keeps a host block ready for each of its
+  // resident chunks without a host copy.
+  void pin_ahead_for(DeviceSpace& d) {
+    d.out_of_core = true;
+    if (!pin_ahead) return;
+    pin_due = true;
+    if (!pinner.joinable()) {
+      pinner = std::thread([this] {
+        name_this_thread("gs-host-pin");
+        pin_loop();
+      });
+    }
+    wake_pinner.notify_one();
+  }
+
+  void pin_loop() {
+    std::unique_lock lock(mutex);
+    while (true) {
+      wake_pinner.wait(lock, [&] { return stop_writer || pin_due; });
+      if (stop_writer) return;
+      auto [d, bytes] = next_block_ahead();
+      if (!d) {
+        pin_due = false;
+        continue;
+      }
+      pin_one(lock, *d, bytes);
+    }
+  }
+
+  // The device and block size of the next host block to pin ahead: a class of which an
+  // out-of-core device has more resident chunks without a host copy than its host pool has
+  // cached blocks, while the host space has room for one more. {null, 0}: none.
+  std::pair<DeviceSpace*, std::size_t> next_block_ahead() const {
+    if (!pin_ahead) return {nullptr, 0};
+    for (const auto& space : devices) {
+      DeviceSpace& d = *space;
+      if (!d.out_of_core) continue;
+      std::map<std::size_t, std::size_t> wanted;  // by size class; a few classes at most
+      for (const Chunk* c : d.lru)
+        if (!c->host_copy && !c->moving) ++wanted[BlockPool::size_class(c->bytes)];
+      for (auto [block, n] : wanted) {
+        if (host.limit != kUnbounded && host_held() + block > host.limit) return {nullptr, 0};
+        if (d.host_pool.cached_blocks(block) < n) return {&d, block};
+      }
+    }
+    return {nullptr, 0};
+  }
+
+  // Pins one host block of `block` bytes without the mutex and caches it in `d`'s host pool;
+  // a failure (out of pinned memory) ends pinning ahead, and the write-backs allocate.
+  void pin_one(std::unique_lock<AdaptiveMutex>& lock, DeviceSpace& d, std::size_t block) {
+    const double start = observer ? observer_now_us() : 0;
+    unpooled += block;
+    lock.unlock();
+    void* p = nullptr;
+    try {
+      p = d.device->allocate_host(block);
+    } catch (const std::exception& e) {
+      log::debug("pinning host memory ahead stopped: {}", e.what());
+    }
+    lock.lock();
+    unpooled -= block;
+    if (!p) {
+      pin_ahead = false;
+      return;
+    }
+    d.host_pool.adopt(block);
+    d.host_pool.free(p, block);
+    if (observer)
+      observer->chunk_moved(
+          TraceEvent{"host block", "pin", disk_track(), start, observer_now_us(), 0, block});
   }
 
   // Queues the copy of `c`'s device block to `host` on the write-back thread; `c` moves
@@ -577,17 +677,36 @@ struct MemoryManager::Impl {
     }
   }
 
-  // One write-back, the copy without the mutex; a failed one leaves the device copy as it
-  // was and is thrown by the next staging on that device.
+  // A new host block for a chunk of `bytes` from the backend, called without the mutex;
+  // out of memory, every cached host block goes back (under the mutex) and it tries again.
+  void* new_host_block(std::unique_lock<AdaptiveMutex>& lock, DeviceSpace& d, std::size_t bytes) {
+    try {
+      return d.device->allocate_host(BlockPool::size_class(bytes));
+    } catch (const OutOfMemoryError&) {
+      lock.lock();
+      std::size_t released = 0;
+      for (auto& space : devices) released += space->host_pool.release_cached(kUnbounded);
+      pin_ahead = false;
+      lock.unlock();
+      if (released == 0) throw;
+      return d.device->allocate_host(BlockPool::size_class(bytes));
+    }
+  }
+
+  // One write-back, the copy (and the host block's allocation, when it has none) without
+  // the mutex; a failed one leaves the device copy as it was and is thrown by the next
+  // staging on that device.
   void write_one(std::unique_lock<AdaptiveMutex>& lock, const WriteBack& job) {
     Chunk& c = *job.chunk;
     DeviceSpace& d = *devices[c.device];
     const double start = observer ? observer_now_us() : 0;
     const void* from = c.device_copy;
+    void* to = job.host;
     lock.unlock();
     std::exception_ptr error;
     try {
-      d.device->copy_to_host(job.host, from, c.bytes);
+      if (!to) to = new_host_block(lock, d, c.bytes);
+      d.device->copy_to_host(to, from, c.bytes);
     } catch (...) {
       error = std::current_exception();
     }
@@ -595,11 +714,19 @@ struct MemoryManager::Impl {
     c.moving = false;
     --transits;
     d.leaving -= c.block;
+    if (!job.host) {
+      unpooled -= c.block;
+      if (to) d.host_pool.adopt(c.bytes);  // the block joins the pool
+    }
     if (error) {
-      free_host(c, job.host);
+      if (to) {
+        free_host(c, to);
+      } else {
+        host.remove(c.block);
+      }
       d.write_error = error;
     } else {
-      attach_host(c, job.host);
+      attach_host(c, to);
       d.usage.copied_out += c.bytes;
       evict_device(c);
       report("spill", c, c.device, start);
@@ -640,7 +767,10 @@ struct MemoryManager::Impl {
       return report("reload", c, c.device, 0);
     }
     void* p = allocate_device(c);
-    if (!c.host_copy) return attach_device(c, p);  // fresh memory: no data yet
+    if (!c.host_copy) {  // fresh memory: no data yet, and no host block for its eviction
+      if (d.out_of_core) pin_ahead_for(d);
+      return attach_device(c, p);
+    }
     const void* from = c.host_copy;
     transit(
         lock, c, "reload", c.device, [&] { d.device->copy_from_host(p, from, c.bytes); },
@@ -911,6 +1041,7 @@ MemoryManager::MemoryManager(std::vector<backend::Device*> devices, MemoryLimits
     impl_->devices.push_back(std::move(space));
   }
   impl_->host.limit = limits.host_bytes ? limits.host_bytes : kUnbounded;
+  impl_->pin_ahead = limits.pin_ahead;
 }
 
 void MemoryManager::observe(Observer* observer) {

@@ -25,6 +25,7 @@ struct MemoryLimits {
   std::size_t device_bytes = 0;  // per device; 0 = the device's capacity
   std::size_t host_bytes = 0;    // host space for spilled chunks; 0 = unbounded
   std::string spill_dir;         // created if missing; must be writable
+  bool pin_ahead = true;         // host blocks pinned ahead for devices that evict
 };
 /// The limits a configuration sets (host: half of physical memory unless it says).
 MemoryLimits memory_limits(const Config& config);

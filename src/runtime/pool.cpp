@@ -35,9 +35,9 @@ std::size_t BlockPool::size_class(std::size_t bytes) {
   return round_up(bytes, std::bit_floor(bytes) / kClassesPerDoubling);
 }
 
-bool BlockPool::has_cached(std::size_t bytes) const {
+std::size_t BlockPool::cached_blocks(std::size_t bytes) const {
   auto it = free_lists_.find(size_class(bytes));
-  return it != free_lists_.end() && !it->second.empty();
+  return it == free_lists_.end() ? 0 : it->second.size();
 }
 
 void* BlockPool::allocate(std::size_t bytes) {

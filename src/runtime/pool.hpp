@@ -30,7 +30,9 @@ class BlockPool {
 
   /// True when a block of `bytes`' class waits in the cache (allocating it takes no new
   /// memory from the backend).
-  bool has_cached(std::size_t bytes) const;
+  bool has_cached(std::size_t bytes) const { return cached_blocks(bytes) > 0; }
+  /// How many blocks of `bytes`' class wait in the cache.
+  std::size_t cached_blocks(std::size_t bytes) const;
   /// A block of size_class(bytes) bytes, cached or new. The backend's exceptions pass.
   void* allocate(std::size_t bytes);
   /// Returns a block from `allocate(bytes)` to the cache.

@@ -6,8 +6,10 @@
 // with a GPU (skipped elsewhere, saying so).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <stdexcept>
@@ -272,6 +274,27 @@ TEST_P(Contract, DescribesItselfAndAllocates) {
   }
 }
 
+// Host memory of every size (on a GPU: small blocks from cuMemHostAlloc, those of a huge page
+// and more mapped and registered) carries copies to the device and back.
+TEST_P(Contract, HostMemoryOfEverySizeCarriesCopiesBothWays) {
+  auto g = rng(98);
+  for (std::size_t bytes : {std::size_t(1000), std::size_t(2) << 20, (std::size_t(3) << 20) + 5,
+                            (std::size_t(64) << 20) + 4103}) {
+    SCOPED_TRACE(bytes);
+    auto* out = static_cast<unsigned char*>(dev->allocate_host(bytes));
+    auto* back = static_cast<unsigned char*>(dev->allocate_host(bytes));
+    for (std::size_t i = 0; i < bytes; ++i) out[i] = static_cast<unsigned char>(g() % 255 + 1);
+    std::memset(back, 0, bytes);  // poison: the values are never zero
+    void* p = dev->allocate(bytes);
+    dev->copy_from_host(p, out, bytes);
+    dev->copy_to_host(back, p, bytes);
+    EXPECT_EQ(std::memcmp(out, back, bytes), 0);
+    dev->deallocate(p, bytes);
+    dev->deallocate_host(out, bytes);
+    dev->deallocate_host(back, bytes);
+  }
+}
+
 // Every work is reported, in and out of a host thread's wait (begin_wait to end_wait, which
 // nest). With GRIDSPAN_COMPLETION_POLL_US (cuda_poll) a GPU's lanes look for ends now and
 // then outside such a wait and wait in the driver within it.
@@ -380,6 +403,53 @@ TEST_P(Contract, AWorkForAnIdleDeviceIsQueuedByItsSubmitter) {
   for (int k = 1; k < works; ++k) EXPECT_NE(by[k], std::this_thread::get_id()) << k;
   expect_tripled(t, works - 1);
   release(t);
+}
+
+// A work submitted while the GPU is busy but the launch thread sleeps (nothing was submitted
+// for over a millisecond: a launch's kernel behind its fill) is queued by its submitter, since
+// waking the thread would cost it tens of microseconds. The thread is roused meanwhile: once it
+// is up it queues the works submitted to it (without the rousing it would sleep on, and every
+// work would go on being queued by its submitter).
+TEST_P(Contract, AWorkSubmittedWhileTheLaunchThreadSleepsIsQueuedByItsSubmitter) {
+  if (GetParam() != "cuda") GTEST_SKIP() << "a launch thread queuing works for an idle device";
+  const int64_t n = int64_t(1) << 25;
+  const std::vector<int32_t> x0 = small_values<int32_t>(std::size_t(n), 97);
+  void* x = upload_all(x0);
+  void* ones = upload_all(std::vector<int32_t>(std::size_t(n), 1));
+  const Rect box(1, {0, 0, 0}, {n, 1, 1});
+  auto add_one = [&] { dev->combine(x, box, ones, box, annotation::ReduceOp::add, DType::i32); };
+  const int busy_adds = 100, later = 20;  // ~10 ms of GPU work, then 20 works over ~1 ms
+  std::vector<std::thread::id> by(2 + later);
+  Reports reports(2 + later);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // naps for 1 ms, then sleeps
+  Device::Ticket last = submit_after(
+      0,
+      [&] {
+        by[0] = std::this_thread::get_id();
+        for (int k = 0; k < busy_adds; ++k) add_one();
+      },
+      reports.of(0));
+  for (int k = 1; k < 2 + later; ++k) {
+    if (k > 1) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    last = submit_after(
+        last,
+        [&, k] {
+          by[k] = std::this_thread::get_id();
+          add_one();
+        },
+        reports.of(k));
+  }
+  for (auto& r : reports.got) EXPECT_EQ(r.get(), nullptr);
+  const auto me = std::this_thread::get_id();
+  EXPECT_EQ(by[0], me);
+  EXPECT_EQ(by[1], me) << "the launch thread slept, so the submitter should have queued it";
+  EXPECT_GT(std::count_if(by.begin() + 2, by.end(), [&](auto id) { return id != me; }), 0)
+      << "the launch thread was not roused: every later work was queued by its submitter";
+  std::vector<int32_t> want = x0;
+  for (int32_t& v : want) v += busy_adds + 1 + later;
+  EXPECT_EQ(download_all<int32_t>(x, std::size_t(n)), want);
+  dev->deallocate(x, std::size_t(n) * 4);
+  dev->deallocate(ones, std::size_t(n) * 4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Contract,

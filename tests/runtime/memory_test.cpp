@@ -96,6 +96,7 @@ class FakeDevice : public backend::Device {
     std::free(p);
   }
   void* allocate_host(std::size_t bytes) override {
+    ++host_allocations;
     host_bytes_ += bytes;
     return std::malloc(bytes);
   }
@@ -127,6 +128,7 @@ class FakeDevice : public backend::Device {
   std::size_t host_bytes() const { return host_bytes_; }
   std::atomic<int> copies_to_host{0};
   std::atomic<int> copies_from_host{0};
+  std::atomic<int> host_allocations{0};
 
  private:
   int index_;
@@ -850,7 +852,8 @@ TEST(MemoryManager, DefaultSpillDirIsPrivateAndRemoved) {
 TEST(MemoryManager, StatsAreExactAfterAScriptedSequence) {
   TempDir dir;
   FakeDevice dev(0, 64 * KiB);
-  MemoryManager mm({&dev}, MemoryLimits{64 * KiB, 32 * KiB, dir.str()});
+  // Without pinning ahead, whose blocks would come at times of the thread's choosing.
+  MemoryManager mm({&dev}, MemoryLimits{64 * KiB, 32 * KiB, dir.str(), false});
   constexpr std::size_t C = 16 * KiB;
   for (ChunkId id = 0; id < 6; ++id) mm.create(id, C, 0);
   auto stage = [&](ChunkId id, bool write) {
@@ -1151,6 +1154,73 @@ TEST(MemoryManager, AFailedWriteBackIsTheStagingsErrorAndLosesNothing) {
   EXPECT_TRUE(mm.state(2).on_device);
   dev.fail_copy_out = false;
   for (ChunkId id = 0; id < 6; ++id) expect_chunk(mm, id, content[id]);
+}
+
+// Waits up to 10 s for the host pool to cache `bytes` (blocks pinned ahead).
+bool host_caches(const MemoryManager& mm, std::size_t bytes) {
+  for (int i = 0; i < 10000; ++i) {
+    if (space(mm.stats(), "host").cached_bytes == bytes) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+// Once a device evicts, a thread pins a host block ahead for each of its resident chunks
+// that has no host copy, so that a first write-back finds its block waiting; with
+// pin_ahead off the write-back allocates it.
+TEST(MemoryManager, HostBlocksArePinnedAheadForADeviceThatEvicts) {
+  for (bool ahead : {true, false}) {
+    SCOPED_TRACE(ahead ? "pinning ahead" : "not pinning ahead");
+    TempDir dir;
+    FakeDevice dev(0, 64 * KiB);
+    MemoryLimits limits = small_limits(dir.str());
+    limits.pin_ahead = ahead;
+    MemoryManager mm({&dev}, limits);
+    std::mt19937_64 g = test::rng(9);
+    auto content = six_written(mm, g);  // 0 and 1 written back: the device is out of core
+    EXPECT_EQ(host_caches(mm, ahead ? 4 * 16 * KiB : 0), true)
+        << "chunks 2..5 are resident without a host copy";
+    const int before = dev.host_allocations;
+    mm.announce(60, {{2, false}, {3, false}});
+    ASSERT_TRUE(mm.try_stage({{0, false}, {1, false}}));  // 4 and 5 written back
+    EXPECT_EQ(dev.host_allocations - before, ahead ? 0 : 2);
+    mm.unstage({{0, false}, {1, false}});
+    mm.retire(60, {{2, false}, {3, false}});
+    for (ChunkId id = 0; id < 6; ++id) expect_chunk(mm, id, content[id]);
+    EXPECT_LE(dev.host_bytes(), 128 * KiB) << "the host limit";
+  }
+}
+
+// A device whose host memory cannot be pinned by the thread that pins ahead.
+class PinAheadFailsDevice : public FakeDevice {
+ public:
+  using FakeDevice::FakeDevice;
+  void* allocate_host(std::size_t bytes) override {
+    char name[16] = {};
+    pthread_getname_np(pthread_self(), name, sizeof name);
+    if (std::string(name) == "gs-host-pin") {
+      ++refused;
+      throw OutOfMemoryError("pinned host memory", bytes, 0, 0, "deliberately refused");
+    }
+    return FakeDevice::allocate_host(bytes);
+  }
+  std::atomic<int> refused{0};
+};
+
+// Pinning ahead that fails stops for good and loses nothing: the write-backs allocate
+// their blocks themselves.
+TEST(MemoryManager, PinningAheadThatFailsStopsAndLosesNothing) {
+  TempDir dir;
+  PinAheadFailsDevice dev(0, 64 * KiB);
+  MemoryManager mm({&dev}, small_limits(dir.str()));
+  std::mt19937_64 g = test::rng(10);
+  auto content = six_written(mm, g);
+  for (int i = 0; i < 10000 && dev.refused == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(dev.refused, 1);
+  for (ChunkId id = 0; id < 6; ++id) expect_chunk(mm, id, content[id]);
+  EXPECT_EQ(dev.refused, 1) << "pinning ahead went on after a failure";
+  EXPECT_EQ(space(mm.stats(), "host").cached_bytes, 0u);
 }
 
 // Several threads stage random sets of chunks (with random writes) under small limits and

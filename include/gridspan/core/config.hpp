@@ -34,6 +34,10 @@ struct Config {
   std::size_t device_memory = 0;
   /// Host memory for spilled chunks (GRIDSPAN_HOST_MEMORY); 0 = half of physical memory.
   std::size_t host_memory = 0;
+  /// Once a GPU evicts, a thread pins host memory ahead for its resident chunks that have no
+  /// host copy yet, so that their first write-back does not wait for the allocation
+  /// (GRIDSPAN_PIN_AHEAD); off = each write-back allocates the block it lacks.
+  bool pin_ahead = true;
   /// Folder for spill files (GRIDSPAN_SPILL_DIR); empty = a private folder under $TMPDIR.
   std::string spill_dir;
   /// Compiled-kernel cache (GRIDSPAN_CACHE_DIR); empty = ~/.cache/gridspan, else $TMPDIR.

@@ -8,11 +8,14 @@
 
 #include "backend/lent.hpp"
 
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -207,23 +210,80 @@ void CudaDevice::deallocate(void* p, std::size_t bytes) {
   allocated_ -= bytes;
 }
 
+// Host blocks of at least a huge page come from mmap and are pinned by cuMemHostRegister:
+// cuMemHostAlloc holds a driver lock for its whole run (milliseconds per megabyte), so every
+// other thread's launches and copies stall meanwhile (14 ms a launch beside 64 MiB blocks on
+// the H200 machine, docs/PERFORMANCE.md), where registering pages already touched holds up
+// nobody, and huge pages halve the time. Smaller blocks (checked mode's report, which kernels
+// address) stay with cuMemHostAlloc. deallocate_host gets the bytes allocate_host got.
+namespace {
+constexpr std::size_t kHugePage = std::size_t(2) << 20;
+bool registered(std::size_t bytes) {
+  return bytes >= kHugePage;
+}
+std::size_t in_pages(std::size_t bytes) {
+  return (bytes + 4095) / 4096 * 4096;
+}
+
+// `bytes` (whole pages) of zeroed memory that starts at a huge page, touched; null when the
+// system has no memory for it.
+void* map_touched(std::size_t bytes) {
+  void* raw =
+      mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto start = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > start) munmap(raw, aligned - start);
+  if (const std::size_t tail = start + kHugePage - aligned)
+    munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+  void* p = reinterpret_cast<void*>(aligned);
+  madvise(p, bytes, MADV_HUGEPAGE);  // a hint; without it the pages are 4 KiB
+  if (madvise(p, bytes, MADV_POPULATE_WRITE) == 0) return p;
+  if (errno != EINVAL) {  // out of memory (EINVAL: a kernel before 5.14, touched below)
+    munmap(p, bytes);
+    return nullptr;
+  }
+  for (std::size_t at = 0; at < bytes; at += 4096) static_cast<volatile char*>(p)[at] = 0;
+  return p;
+}
+}  // namespace
+
 void* CudaDevice::allocate_host(std::size_t bytes) {
   bind();
+  const auto out_of_memory = [&] {
+    return OutOfMemoryError("pinned host memory", bytes, 0, 0,
+                            "lower GRIDSPAN_HOST_MEMORY or free host memory");
+  };
   void* p = nullptr;
-  const CuCall r = GRIDSPAN_CU(api_.cuMemHostAlloc(
-      &p, std::max<std::size_t>(bytes, 1), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
-  if (r.result == CUDA_ERROR_OUT_OF_MEMORY)
-    throw OutOfMemoryError("pinned host memory", bytes, 0, 0,
-                           "lower GRIDSPAN_HOST_MEMORY or free host memory");
+  if (!registered(bytes)) {
+    const CuCall r = GRIDSPAN_CU(api_.cuMemHostAlloc(
+        &p, std::max<std::size_t>(bytes, 1), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+    if (r.result == CUDA_ERROR_OUT_OF_MEMORY) throw out_of_memory();
+    r.check(name_);
+    return p;
+  }
+  const std::size_t mapped = in_pages(bytes);
+  p = map_touched(mapped);
+  if (!p) throw out_of_memory();
+  const CuCall r = GRIDSPAN_CU(api_.cuMemHostRegister(
+      p, mapped, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
+  if (r.result != CUDA_SUCCESS) munmap(p, mapped);
+  if (r.result == CUDA_ERROR_OUT_OF_MEMORY) throw out_of_memory();
   r.check(name_);
   return p;
 }
 
-void CudaDevice::deallocate_host(void* p, std::size_t) {
+void CudaDevice::deallocate_host(void* p, std::size_t bytes) {
   if (!p) return;
   bind();
-  CUresult r = api_.cuMemFreeHost(p);
-  if (r != CUDA_SUCCESS) log::warn("cuMemFreeHost failed on {}: {}", name_, describe(r));
+  if (!registered(bytes)) {
+    CUresult r = api_.cuMemFreeHost(p);
+    if (r != CUDA_SUCCESS) log::warn("cuMemFreeHost failed on {}: {}", name_, describe(r));
+    return;
+  }
+  CUresult r = api_.cuMemHostUnregister(p);
+  if (r != CUDA_SUCCESS) log::warn("cuMemHostUnregister failed on {}: {}", name_, describe(r));
+  munmap(p, in_pages(bytes));
 }
 
 Event CudaDevice::take_event() {
@@ -331,38 +391,62 @@ Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
 // A work for an idle device (GRIDSPAN_LAUNCH_IDLE_DIRECT: nothing on its streams, nothing
 // waiting to be queued, nobody queuing) has nothing to overlap with the hand-over to the
 // launch thread: the submitting thread queues it itself (true: the caller holds `queuing`),
-// so that a host thread that waits for it next finds it running already. A work it names in
-// `after` was submitted before, so it is queued.
+// so that a host thread that waits for it next finds it running already. So does a work
+// that finds the launch thread asleep (a launch's kernel behind its fill, after a pause of
+// more than a millisecond): waking it would cost the work tens of microseconds, queuing it
+// a few; the launch thread is roused meanwhile and takes the works once it is up. A work
+// it names in `after` was submitted before, so it is queued.
 bool CudaDevice::queue_at_once() {
   Launcher& l = *launcher_;
-  if (!idle_direct_ || active_.load(std::memory_order_acquire) > 0 ||
-      l.unqueued.load(std::memory_order_acquire) > 0)
-    return false;
+  if (!idle_direct_ || l.unqueued.load(std::memory_order_acquire) > 0) return false;
+  const bool busy = active_.load(std::memory_order_acquire) > 0;
+  if (busy && !launcher_down()) return false;
   if (!l.queuing.try_lock()) return false;
-  if (l.unqueued.load(std::memory_order_acquire) == 0) return true;
+  if (l.unqueued.load(std::memory_order_acquire) == 0) {
+    if (busy) rouse_launcher();
+    return true;
+  }
   l.queuing.unlock();
   return false;
+}
+
+bool CudaDevice::launcher_down() const {
+  const Launcher::Idle idle = launcher_->idle.load(std::memory_order_acquire);
+  return idle == Launcher::Idle::asleep || idle == Launcher::Idle::roused;
+}
+
+void CudaDevice::rouse_launcher() {
+  Launcher& l = *launcher_;
+  {
+    std::lock_guard lock(l.mutex);
+    if (l.idle != Launcher::Idle::asleep) return;
+    l.idle = Launcher::Idle::roused;
+  }
+  l.cv.notify_one();
 }
 
 // The launch thread: queues every work submitted so far, in turn. Out of work, it naps
 // (20 us at a time, for up to 1 ms, then it sleeps): a submit wakes a napping thread only
 // once two works wait, so that a single work a host thread waits for next is queued by that
 // thread (flush) without paying for a wake-up, while one that nobody waits for starts within
-// a nap. (A work for an idle device does not come here: queue_at_once.)
+// a nap. Roused from sleep (rouse_launcher), it naps again. (A work for an idle device, or
+// one submitted while this thread sleeps, does not come here: queue_at_once.)
 void CudaDevice::launch_loop() {
   Launcher& l = *launcher_;
   prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);  // naps of 20 us, not 70
   for (;;) {
     {
       std::unique_lock lock(l.mutex);
-      const auto idle_since = std::chrono::steady_clock::now();
+      auto idle_since = std::chrono::steady_clock::now();
       while (!l.stop && l.count == 0) {
+        if (l.idle == Launcher::Idle::roused) idle_since = std::chrono::steady_clock::now();
         if (std::chrono::steady_clock::now() - idle_since < std::chrono::milliseconds(1)) {
           l.idle = Launcher::Idle::napping;
           l.cv.wait_for(lock, std::chrono::microseconds(20));
         } else {
           l.idle = Launcher::Idle::asleep;
-          l.cv.wait(lock, [&] { return l.stop || l.count > 0; });
+          l.cv.wait(lock,
+                    [&] { return l.stop || l.count > 0 || l.idle == Launcher::Idle::roused; });
         }
       }
       l.idle = Launcher::Idle::busy;

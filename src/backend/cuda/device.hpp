@@ -134,8 +134,11 @@ class CudaDevice final : public Device {
     std::vector<Submission> slots;  // [0, count) wait to be queued
     std::size_t count = 0;
     std::atomic<std::size_t> unqueued{0};  // submitted, not yet on a stream
-    enum class Idle { busy, napping, asleep };
-    Idle idle = Idle::busy;  // napping: woken when two works wait; asleep: by any
+    // napping: woken when two works wait; asleep: by any; roused: woken by a submitter
+    // that queued a work itself meanwhile (queue_at_once), not yet up. Written under
+    // `mutex`; queue_at_once reads it without.
+    enum class Idle { busy, napping, asleep, roused };
+    std::atomic<Idle> idle{Idle::busy};
     bool stop = false;
     // Held by whoever queues works (the launch thread, or a host thread about to wait),
     // so that they are queued in the order of submission; `taken` is theirs under it.
@@ -144,8 +147,10 @@ class CudaDevice final : public Device {
     std::thread thread;
   };
   void launch_loop();
-  void queue_submitted();  // what was submitted so far, on the calling thread
-  bool queue_at_once();    // whether a submit now queues its work itself (idle_direct)
+  void queue_submitted();      // what was submitted so far, on the calling thread
+  bool queue_at_once();        // whether a submit now queues its work itself (idle_direct)
+  bool launcher_down() const;  // the launch thread sleeps, or is roused and not yet up
+  void rouse_launcher();       // a sleeping launch thread gets up to nap (for what follows)
   // Queues one work on a lane's stream with its event, and hands it to the lane's
   // completion thread (on the launch thread, or the submitting thread without one).
   void queue_work(Queue queue, std::function<void()>& work,

@@ -32,6 +32,8 @@ namespace gridspan::backend::cuda {
   X(cuMemFree)                            \
   X(cuMemHostAlloc)                       \
   X(cuMemFreeHost)                        \
+  X(cuMemHostRegister)                    \
+  X(cuMemHostUnregister)                  \
   X(cuMemcpyAsync)                        \
   X(cuMemcpyHtoDAsync)                    \
   X(cuMemcpyDtoHAsync)                    \
