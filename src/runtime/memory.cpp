@@ -350,13 +350,18 @@ struct MemoryManager::Impl {
     try {
       p = pool.allocate(c.bytes);
     } catch (const OutOfMemoryError&) {
-      std::size_t released = 0;
-      for (auto& d : devices) released += d->host_pool.release_cached(kUnbounded);
-      if (released == 0) throw;
+      if (release_all_host_cache() == 0) throw;
       p = pool.allocate(c.bytes);
     }
     host.add(c.block);
     return p;
+  }
+
+  // Every cached host block goes back to the backend (out of pinned memory); the bytes.
+  std::size_t release_all_host_cache() {
+    std::size_t released = 0;
+    for (auto& d : devices) released += d->host_pool.release_cached(kUnbounded);
+    return released;
   }
 
   void free_host(const Chunk& c, void* p) {
@@ -684,8 +689,7 @@ struct MemoryManager::Impl {
       return d.device->allocate_host(BlockPool::size_class(bytes));
     } catch (const OutOfMemoryError&) {
       lock.lock();
-      std::size_t released = 0;
-      for (auto& space : devices) released += space->host_pool.release_cached(kUnbounded);
+      const std::size_t released = release_all_host_cache();
       pin_ahead = false;
       lock.unlock();
       if (released == 0) throw;
