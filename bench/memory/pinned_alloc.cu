@@ -15,26 +15,14 @@
 #include <thread>
 #include <vector>
 
-namespace {
+#include "common.cuh"
 
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+namespace {
 
 __global__ void spin(long long cycles) {
   const long long start = clock64();
   while (clock64() - start < cycles) {
   }
-}
-
-void check(CUresult r, const char* what) {
-  if (r == CUDA_SUCCESS) return;
-  const char* text = nullptr;
-  cuGetErrorString(r, &text);
-  std::fprintf(stderr, "%s failed: %s\n", what, text ? text : "?");
-  std::exit(1);
 }
 
 // Milliseconds per allocation of `bytes`, over `n` allocations held at once, then freed.
