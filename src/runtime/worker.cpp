@@ -361,7 +361,7 @@ void Worker::wait_all() {
   std::unique_lock<AdaptiveMutex> lock(mutex_);
   if (!pending_.empty()) {
     WaitingOnDevices waiting(devices_);
-    if (on_devices_ == pending_.size()) wait_on_devices(lock);
+    wait_on_devices(lock);
     ++waiting_all_;
     wake_waiters_.wait(lock, [&] { return pending_.empty(); });
     --waiting_all_;
@@ -374,15 +374,22 @@ void Worker::wait_all() {
   }
 }
 
-// Everything pending is queued on GPUs: the waiter waits on the GPUs themselves, as plain
-// CUDA's synchronize does, then watches for their completion reports, which follow within
-// microseconds. Waking a sleeping waiter from the completion thread costs tens of them.
+// While tasks are queued on GPUs the waiter waits on the GPUs themselves, as plain CUDA's
+// synchronize does, then watches for their completion reports, which follow within
+// microseconds, and for the host-side tasks those release (a partial's deletion after a
+// reduction, a barrier); again while that brings more onto the GPUs. It sleeps only once
+// nothing is queued there or nothing finished: waking a sleeping waiter from a completion
+// thread costs tens of microseconds, on a virtual machine's idle core hundreds.
 void Worker::wait_on_devices(std::unique_lock<AdaptiveMutex>& lock) {
-  lock.unlock();
-  for (backend::Device* d : devices_)
-    if (d->asynchronous()) d->wait_queued();
-  lock.lock();
-  watch(lock, [&] { return !pending_.empty(); });
+  while (on_devices_ > 0 && !pending_.empty()) {
+    const uint64_t seen = finishes_.load(std::memory_order_acquire);
+    lock.unlock();
+    for (backend::Device* d : devices_)
+      if (d->asynchronous()) d->wait_queued();
+    lock.lock();
+    watch(lock, [&] { return !pending_.empty(); });
+    if (finishes_.load(std::memory_order_acquire) == seen) return;
+  }
 }
 
 WorkerStats Worker::stats() const {

@@ -149,10 +149,15 @@ class AsyncDevice final : public backend::cpu::LaneDevice {
   std::atomic<int> waiting{0};           // host threads between begin_wait and end_wait
   std::atomic<int> waits{0};             // begin_wait calls
   std::atomic<int> flushes{0};           // flush calls
+  std::atomic<int> queued_waits{0};      // wait_queued calls
 
   void begin_wait() override { ++waits, ++waiting; }
   void end_wait() override { --waiting; }
   void flush() override { ++flushes; }
+  void wait_queued() override {
+    ++queued_waits;
+    LaneDevice::wait_queued();
+  }
 
   // Runs before each copy from host memory into device memory (a chunk brought back).
   std::function<void()> before_copy_in;
@@ -263,6 +268,36 @@ TEST(Worker, AWaitingHostThreadTellsItsAsynchronousDevices) {
     EXPECT_EQ(rig.async(0).waits, waits);
     EXPECT_EQ(rig.async(0).flushes, flushes);
   }
+}
+
+// wait_all waits on the devices themselves (wait_queued, a GPU's streams) while work is
+// queued there, also when a host-side task is still to run behind it (here a deletion, as
+// after a reduction), instead of sleeping until a completion thread wakes it; the data is
+// right and the deletion ran.
+TEST(Worker, WaitingForAllWaitsOnTheDevicesWhileHostTasksWaitBehindThem) {
+  auto g = test::rng(35);
+  AsyncRig rig(1, 1 << 20);
+  rig.async(0).slow_first = 30;
+  const int n = 1000, links = 6;
+  auto values = test::random_vector<int>(n, g);
+  std::vector<int> out(n, test::poison<int>());
+  auto [tasks, chain] = copy_chain(rig, 1, links, values, out);
+  Task read_back = std::move(chain.back());
+  chain.pop_back();
+  chain.push_back(rig.task(0, plan::DeleteChunk{plan::ChunkId(1)}, {chain.back().id}));
+  tasks.insert(tasks.end(), chain.begin(), chain.end());
+  rig.worker->submit(std::move(tasks));
+  rig.worker->wait_all();
+  EXPECT_GT(rig.async(0).queued_waits, 0);
+  EXPECT_FALSE(rig.memory->exists(1));
+  read_back.deps.clear();
+  const plan::TaskId id = read_back.id;
+  std::vector<Task> last;
+  last.push_back(std::move(read_back));
+  rig.worker->submit(std::move(last));
+  rig.worker->wait(id);
+  EXPECT_EQ(out, values);
+  EXPECT_EQ(rig.worker->stats().tasks_failed, 0u);
 }
 
 // Tasks submitted one by one faster than they run: submit waits once `max` are unfinished
