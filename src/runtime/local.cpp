@@ -35,9 +35,10 @@ LocalRunner::~LocalRunner() {
   const WorkerStats s = worker_->stats();
   log::debug(
       "worker: {} tasks run, {} failed; {} queued on GPUs, {} of them released early, {} "
-      "batched; {} staging retries; at most {} unfinished, {} waits for them",
+      "batched; {} staging retries; at most {} unfinished, {} waits for them; {} waits for a "
+      "task slept",
       s.tasks_run, s.tasks_failed, s.tasks_submitted, s.tasks_released_early, s.tasks_batched,
-      s.stage_retries, s.most_unfinished, s.submit_waits);
+      s.stage_retries, s.most_unfinished, s.submit_waits, s.waits_slept);
   const bool write = trace_ && whole_run_;
   const RankInfo self = write ? describe(0) : RankInfo{};
   worker_.reset();

@@ -304,9 +304,9 @@ void Worker::wait(TaskId id) {
   if (pending_.count(id)) {
     WaitingOnDevices waiting(devices_);
     if (any_asynchronous_) flush_devices(lock);
-    if (auto p = pending_.find(id); p != pending_.end() && soon_done_on_device(p->second))
-      watch_for(id, lock);
+    watch_on_device(id, lock);
     if (pending_.count(id)) {
+      ++stats_.waits_slept;
       auto at = waited_.insert(id);
       wake_waiters_.wait(lock, [&] { return !pending_.count(id); });
       waited_.erase(at);
@@ -319,10 +319,9 @@ void Worker::wait(TaskId id) {
   }
 }
 
-// A task queued on an asynchronous device (a GPU) often ends within microseconds, and so
-// does the barrier of a launch spread over such devices: the waiter watches for tasks
-// finishing for a while before it sleeps, since waking a sleeping thread costs as much.
-// Not on synchronous devices, whose executors need the cores.
+// A task queued on an asynchronous device (a GPU), or the barrier of a launch spread over
+// such devices: what a waiter watches for instead of sleeping (watch_on_device). Not on
+// synchronous devices, whose executors need the cores.
 bool Worker::soon_done_on_device(const Node& node) const {
   if (std::holds_alternative<plan::Barrier>(node.task.payload)) return any_asynchronous_;
   return node.launched && devices_[node.task.device]->asynchronous();
@@ -337,8 +336,17 @@ void Worker::flush_devices(std::unique_lock<AdaptiveMutex>& lock) {
   lock.lock();
 }
 
-void Worker::watch_for(TaskId id, std::unique_lock<AdaptiveMutex>& lock) {
-  watch(lock, [&] { return pending_.count(id) > 0; });
+// A task queued on a GPU (or a barrier while work is queued there) is watched for as long
+// as that holds, as plain CUDA's event synchronize spins until the event fires: while a host
+// thread waits the GPU's completion threads report an end at once (begin_wait), where a
+// sleeping waiter would be woken tens of microseconds later, on a virtual machine's idle
+// core hundreds. A task that waits for something else (the host, another rank) is slept on.
+void Worker::watch_on_device(TaskId id, std::unique_lock<AdaptiveMutex>& lock) {
+  while (true) {
+    auto p = pending_.find(id);
+    if (p == pending_.end() || !soon_done_on_device(p->second) || on_devices_ == 0) return;
+    watch(lock, [&] { return pending_.count(id) > 0; });
+  }
 }
 
 // Under the lock (released while looking): watches for finishes while `unfinished()` holds,

@@ -38,6 +38,7 @@ struct WorkerStats {
   uint64_t tasks_batched = 0;         // kernels that went with others as one submission
   uint64_t most_unfinished = 0;       // the most tasks submitted and unfinished at once
   uint64_t submit_waits = 0;          // times submit waited for tasks to end first
+  uint64_t waits_slept = 0;  // host waits for a task that slept (it was not on a GPU, or left)
 };
 
 /// On a worker connected to other processes a task's own failure is named "rank R, task T
@@ -207,7 +208,7 @@ class Worker {
   void count_unstaged(const Node& node);                       // under the lock
   bool soon_done_on_device(const Node& node) const;
   void flush_devices(std::unique_lock<AdaptiveMutex>& lock);
-  void watch_for(plan::TaskId id, std::unique_lock<AdaptiveMutex>& lock);
+  void watch_on_device(plan::TaskId id, std::unique_lock<AdaptiveMutex>& lock);
   template <class Unfinished>
   void watch(std::unique_lock<AdaptiveMutex>& lock, Unfinished&& unfinished);
   void wait_on_devices(std::unique_lock<AdaptiveMutex>& lock);

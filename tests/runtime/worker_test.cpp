@@ -300,6 +300,38 @@ TEST(Worker, WaitingForAllWaitsOnTheDevicesWhileHostTasksWaitBehindThem) {
   EXPECT_EQ(rig.worker->stats().tasks_failed, 0u);
 }
 
+// A host thread waiting for a task queued on an asynchronous device watches until it ends
+// instead of sleeping (a GPU reports an end at once while a host thread waits), however long
+// it runs; one waiting for a task that waits on the host (a read-back into the user's memory
+// is queued once its input is there) sleeps. The data is right either way.
+TEST(Worker, AWaitForATaskOnAnAsynchronousDeviceWatchesUntilItEnds) {
+  auto g = test::rng(36);
+  for (bool on_device : {false, true}) {
+    AsyncRig rig(1, 1 << 20);
+    rig.async(0).slow_first = 30;
+    const int n = 1000, links = 4;
+    auto values = test::random_vector<int>(n, g);
+    std::vector<int> out(n, test::poison<int>());
+    auto [tasks, chain] = copy_chain(rig, 1, links, values, out);
+    const plan::TaskId last_copy = chain[chain.size() - 2].id, read_back = chain.back().id;
+    tasks.insert(tasks.end(), chain.begin(), chain.end());
+    rig.worker->submit(std::move(tasks));
+    if (on_device) {
+      // The write and every copy queued on the device (the write runs 30 ms).
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (rig.async(0).max_unfinished() < links && std::chrono::steady_clock::now() < until)
+        std::this_thread::yield();
+      ASSERT_EQ(rig.async(0).max_unfinished(), links);
+      rig.worker->wait(last_copy);
+      EXPECT_EQ(rig.worker->stats().waits_slept, 0u);
+    }
+    rig.worker->wait(read_back);
+    EXPECT_EQ(out, values) << on_device;
+    if (!on_device) EXPECT_EQ(rig.worker->stats().waits_slept, 1u);
+    EXPECT_EQ(rig.worker->stats().tasks_failed, 0u);
+  }
+}
+
 // Tasks submitted one by one faster than they run: submit waits once `max` are unfinished
 // until half of them have ended, so at most `max` are unfinished at once (0: no bound, and
 // they pile up behind the slow first one). The data is right either way.
