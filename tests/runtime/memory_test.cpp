@@ -33,6 +33,7 @@
 #include "runtime/memory.hpp"
 #include "runtime/pool.hpp"
 #include "runtime/spill.hpp"
+#include "support/eventually.hpp"
 #include "support/random.hpp"
 
 namespace gridspan::runtime {
@@ -1156,18 +1157,9 @@ TEST(MemoryManager, AFailedWriteBackIsTheStagingsErrorAndLosesNothing) {
   for (ChunkId id = 0; id < 6; ++id) expect_chunk(mm, id, content[id]);
 }
 
-// Whether `done` holds within 10 s (what a background thread does, looked at each ms).
-bool eventually(const std::function<bool()>& done) {
-  for (int i = 0; i < 10000; ++i) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return done();
-}
-
 // Waits up to 10 s for the host pool to cache `bytes` (blocks pinned ahead).
 bool host_caches(const MemoryManager& mm, std::size_t bytes) {
-  return eventually([&] { return space(mm.stats(), "host").cached_bytes == bytes; });
+  return test::eventually([&] { return space(mm.stats(), "host").cached_bytes == bytes; });
 }
 
 // Once a device evicts, a thread pins a host block ahead for each of its resident chunks
@@ -1220,7 +1212,7 @@ TEST(MemoryManager, PinningAheadThatFailsStopsAndLosesNothing) {
   MemoryManager mm({&dev}, small_limits(dir.str()));
   std::mt19937_64 g = test::rng(10);
   auto content = six_written(mm, g);
-  eventually([&] { return dev.refused > 0; });
+  test::eventually([&] { return dev.refused > 0; });
   EXPECT_EQ(dev.refused, 1);
   for (ChunkId id = 0; id < 6; ++id) expect_chunk(mm, id, content[id]);
   EXPECT_EQ(dev.refused, 1) << "pinning ahead went on after a failure";

@@ -19,6 +19,7 @@
 #include "runtime/pool.hpp"
 #include "runtime/rig.hpp"
 #include "runtime/worker.hpp"
+#include "support/eventually.hpp"
 #include "support/random.hpp"
 
 namespace gridspan::runtime {
@@ -270,18 +271,29 @@ TEST(Worker, AWaitingHostThreadTellsItsAsynchronousDevices) {
   }
 }
 
+// One asynchronous device whose first work (the chain's write) runs 30 ms, and the chunks
+// and chain of `links` copies through it (copy_chain).
+struct SlowChain {
+  AsyncRig rig{1, 1 << 20};
+  std::vector<int> values, out;
+  std::vector<Task> tasks, chain;
+  SlowChain(int links, std::mt19937_64& g)
+      : values(test::random_vector<int>(1000, g)), out(1000, test::poison<int>()) {
+    rig.async(0).slow_first = 30;
+    auto [creates, copies] = copy_chain(rig, 1, links, values, out);
+    tasks = std::move(creates);
+    chain = std::move(copies);
+  }
+};
+
 // wait_all waits on the devices themselves (wait_queued, a GPU's streams) while work is
 // queued there, also when a host-side task is still to run behind it (here a deletion, as
 // after a reduction), instead of sleeping until a completion thread wakes it; the data is
 // right and the deletion ran.
 TEST(Worker, WaitingForAllWaitsOnTheDevicesWhileHostTasksWaitBehindThem) {
   auto g = test::rng(35);
-  AsyncRig rig(1, 1 << 20);
-  rig.async(0).slow_first = 30;
-  const int n = 1000, links = 6;
-  auto values = test::random_vector<int>(n, g);
-  std::vector<int> out(n, test::poison<int>());
-  auto [tasks, chain] = copy_chain(rig, 1, links, values, out);
+  SlowChain s(6, g);
+  auto& [rig, values, out, tasks, chain] = s;
   Task read_back = std::move(chain.back());
   chain.pop_back();
   chain.push_back(rig.task(0, plan::DeleteChunk{plan::ChunkId(1)}, {chain.back().id}));
@@ -307,20 +319,15 @@ TEST(Worker, WaitingForAllWaitsOnTheDevicesWhileHostTasksWaitBehindThem) {
 TEST(Worker, AWaitForATaskOnAnAsynchronousDeviceWatchesUntilItEnds) {
   auto g = test::rng(36);
   for (bool on_device : {false, true}) {
-    AsyncRig rig(1, 1 << 20);
-    rig.async(0).slow_first = 30;
-    const int n = 1000, links = 4;
-    auto values = test::random_vector<int>(n, g);
-    std::vector<int> out(n, test::poison<int>());
-    auto [tasks, chain] = copy_chain(rig, 1, links, values, out);
+    const int links = 4;
+    SlowChain s(links, g);
+    auto& [rig, values, out, tasks, chain] = s;
     const plan::TaskId last_copy = chain[chain.size() - 2].id, read_back = chain.back().id;
     tasks.insert(tasks.end(), chain.begin(), chain.end());
     rig.worker->submit(std::move(tasks));
     if (on_device) {
       // The write and every copy queued on the device (the write runs 30 ms).
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      while (rig.async(0).max_unfinished() < links && std::chrono::steady_clock::now() < until)
-        std::this_thread::yield();
+      test::eventually([&] { return rig.async(0).max_unfinished() >= links; });
       ASSERT_EQ(rig.async(0).max_unfinished(), links);
       rig.worker->wait(last_copy);
       EXPECT_EQ(rig.worker->stats().waits_slept, 0u);
