@@ -77,7 +77,7 @@ const gs::detail::ArrayHandle& handle(const AnyArray& a) {
 gs::detail::LaunchArg array_arg(const AnyArray& a) {
   gs::detail::LaunchArg la;
   la.array = &handle(a);
-  la.dtype = gs::detail::array_dtype(*la.array);
+  la.dtype = la.array->dtype;
   return la;
 }
 

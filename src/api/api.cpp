@@ -1,4 +1,5 @@
 // The public API on top of the driver: arrays, kernels, launches, events, run().
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -23,40 +24,75 @@ namespace gridspan {
 
 namespace detail {
 
-ArrayHandle::ArrayHandle(std::shared_ptr<runtime::Driver> d, std::shared_ptr<plan::ArrayMeta> m)
+ArrayStorage::ArrayStorage(std::shared_ptr<runtime::Driver> d, std::shared_ptr<plan::ArrayMeta> m)
     : driver(std::move(d)), meta(std::move(m)) {}
-ArrayHandle::~ArrayHandle() {
+ArrayStorage::~ArrayStorage() {
   driver->release_array(*meta);
+}
+
+std::recursive_mutex& lazy_mutex() {
+  static std::recursive_mutex m;
+  return m;
 }
 
 std::shared_ptr<ArrayHandle> array_create(const std::shared_ptr<runtime::Driver>& driver,
                                           DType dtype, const Dim& shape,
                                           const DataDistribution& dist, const void* fill) {
-  return std::make_shared<ArrayHandle>(driver, driver->create_array(dtype, shape, dist, fill));
+  auto h = std::make_shared<ArrayHandle>();
+  h->driver = driver;
+  h->storage =
+      std::make_shared<ArrayStorage>(driver, driver->create_array(dtype, shape, dist, fill));
+  h->dtype = dtype;
+  h->shape = shape;
+  return h;
 }
 
+void array_settle(ArrayHandle& h) {
+  std::lock_guard lock(lazy_mutex());
+  if (!h.pending.load(std::memory_order_acquire)) return;
+  std::shared_ptr<Producer> producer = std::move(h.producer);
+  producer->produce(h);
+  h.pending.store(false, std::memory_order_release);
+}
+
+void settle_readers(ArrayStorage& storage) {
+  std::lock_guard lock(lazy_mutex());
+  std::vector<std::weak_ptr<ArrayHandle>> readers;
+  readers.swap(storage.pending_readers);
+  storage.readers_kept = 0;
+  for (auto& weak : readers)
+    if (auto reader = weak.lock()) array_settle(*reader);
+}
+
+namespace {
+void require_whole(const ArrayHandle& h, const char* what) {
+  if (h.is_view)
+    throw Error(fmt::format(
+        "{}: this array of shape {} is a view (a slice or transpose) of another; make a "
+        "contiguous copy with .copy() first",
+        what, h.shape.str()));
+}
+}  // namespace
+
 void array_read(const ArrayHandle& h, void* dst, std::size_t bytes) {
-  if (bytes != static_cast<std::size_t>(h.meta->shape.volume()) * h.meta->elem_size)
+  require_whole(h, "reading an array back");
+  if (bytes != static_cast<std::size_t>(h.meta().shape.volume()) * h.meta().elem_size)
     throw Error("internal error: array_read size mismatch");
-  h.driver->read_array(*h.meta, dst);
+  h.driver->read_array(h.meta(), dst);
 }
 
 void array_write(const ArrayHandle& h, const void* src, std::size_t bytes) {
+  require_whole(h, "copy_from");
+  settle_readers(*h.storage);
   std::vector<unsigned char> data(bytes);
   std::memcpy(data.data(), src, bytes);
-  h.driver->write_array(*h.meta, std::move(data));
-}
-
-const Dim& array_shape(const ArrayHandle& h) {
-  return h.meta->shape;
-}
-DType array_dtype(const ArrayHandle& h) {
-  return h.meta->dtype;
+  h.driver->write_array(h.meta(), std::move(data));
 }
 
 std::vector<ChunkSpec> array_chunks(const ArrayHandle& h) {
+  require_whole(h, "work::like");
   std::vector<ChunkSpec> out;
-  for (auto& c : h.meta->chunks) out.push_back(ChunkSpec{c.region, c.owned, c.device});
+  for (auto& c : h.meta().chunks) out.push_back(ChunkSpec{c.region, c.owned, c.device});
   return out;
 }
 
@@ -74,6 +110,7 @@ struct KernelState {
   std::vector<ParamInfo> params;
   annotation::Annotation annotation;
   std::shared_ptr<const plan::Executable> executable;
+  std::vector<bool> writes;  // per parameter: an array the annotation writes
   // Where each scalar parameter's value starts in a launch's packed values (8 bytes each,
   // in parameter order): the same for every launch of the kernel.
   std::shared_ptr<const std::vector<uint32_t>> scalar_offsets;
@@ -91,8 +128,12 @@ struct KernelState {
   }
 };
 
-// The offsets pack_scalar gives the kernel's scalars.
-void set_scalar_layout(KernelState& state) {
+// What a launch needs of the parameters: the scalars' offsets in the packed values, and
+// which arrays are written.
+void set_param_layout(KernelState& state) {
+  state.writes.assign(state.params.size(), false);
+  for (const annotation::Access& a : state.annotation.modes())
+    state.writes[a.param] = a.mode != annotation::Mode::read;
   auto offsets = std::make_shared<std::vector<uint32_t>>(state.params.size(), 0);
   uint32_t at = 0;
   for (std::size_t i = 0; i < state.params.size(); ++i)
@@ -266,13 +307,62 @@ Context::~Context() {
   try {
     driver_->end();  // arrays, kernels and events that outlive it say it has ended
   } catch (const std::exception& e) {
-    log::warn("an error was not reported before the context ended: {}", e.what());
+    logging::warn("an error was not reported before the context ended: {}", e.what());
   }
 }
 
+namespace detail {
+const std::shared_ptr<runtime::Driver>& context_driver(const Context& ctx) {
+  return ctx.driver_;
+}
+}  // namespace detail
+
+namespace detail {
+namespace {
+// The rows a block of 256 threads covers when it takes the last axis first (in powers of
+// two up to each axis's extent), as the array library's kernels do.
+int64_t block_rows(const Dim& shape) {
+  int64_t left = 256;
+  for (int k = shape.rank() - 1; k > 0; --k) {
+    int64_t e = 1;
+    while (e < shape[k] && e < left) e *= 2;
+    left /= e;
+  }
+  return left;
+}
+}  // namespace
+
+DataDistribution default_distribution(const std::shared_ptr<runtime::Driver>& driver, DType dtype,
+                                      const Dim& shape) {
+  if (shape.rank() == 0) return dist::centralized(0);
+  const int64_t row_multiple = block_rows(shape);
+  const int64_t rows = shape[0];
+  const int64_t row_bytes = std::max<int64_t>(
+      1, shape.volume() / std::max<int64_t>(rows, 1) * static_cast<int64_t>(dtype_size(dtype)));
+  // Per-task overhead is a few microseconds on a GPU (which moves 256 MiB in ~0.1 ms) and
+  // tens of microseconds on a cpu device (~8 MiB a millisecond).
+  const int64_t floor = driver->backend_name() == "cuda" ? int64_t(256) << 20 : int64_t(8) << 20;
+  std::size_t budget = SIZE_MAX;
+  for (const RankInfo& r : driver->ranks())
+    for (std::size_t b : r.device_memory) budget = std::min(budget, b);
+  const int64_t cap = std::max<int64_t>(row_bytes, static_cast<int64_t>(budget / 4));
+  const int64_t total = rows * row_bytes;
+  int64_t chunks = std::clamp<int64_t>((total + floor - 1) / floor, 1, driver->device_count());
+  chunks = std::max(chunks, (total + cap - 1) / cap);
+  int64_t per = (rows + chunks - 1) / chunks;
+  per = (per + row_multiple - 1) / row_multiple * row_multiple;
+  return dist::rows(std::max<int64_t>(per, 1));
+}
+}  // namespace detail
+
 Kernel Context::compile(const KernelDef& def) {
+  return detail::compile_kernel(driver_, def);
+}
+
+Kernel detail::compile_kernel(const std::shared_ptr<runtime::Driver>& driver,
+                              const KernelDef& def) {
   auto state = std::make_shared<detail::KernelState>();
-  state->driver = driver_;
+  state->driver = driver;
   state->name = def.function();
   state->params = annotation::parse_signature(def.source(), def.function());
   state->annotation =
@@ -282,10 +372,11 @@ Kernel Context::compile(const KernelDef& def) {
   src.source = def.source();
   src.params = state->params;
   src.defines = def.defines();
-  src.checked = def.is_checked() || driver_->config().check;
-  state->executable = runtime::KernelExecutable::compile(driver_->backend(), std::move(src));
-  driver_->add_executable(state->executable);
-  detail::set_scalar_layout(*state);
+  src.checked = def.is_checked() || driver->config().check;
+  state->executable = runtime::KernelExecutable::compile(driver->backend(), std::move(src));
+  driver->add_executable(state->executable);
+  ++driver->counters().kernels_compiled;
+  detail::set_param_layout(*state);
   return Kernel(state);
 }
 
@@ -298,7 +389,7 @@ Kernel Context::compile(const NativeDef& def) {
       parse_annotations(def.name(), def.annotations(), state->params, def.defines());
   state->executable = make_native(def);
   driver_->add_executable(state->executable);
-  detail::set_scalar_layout(*state);
+  detail::set_param_layout(*state);
   return Kernel(state);
 }
 
@@ -312,7 +403,13 @@ std::vector<RankInfo> Context::ranks() const {
 }
 
 void Context::synchronize() {
+  if (auto library = driver_->library_state()) library->settle_pending();
   driver_->synchronize();
+}
+
+Stats Context::stats() const {
+  auto& c = driver_->counters();
+  return Stats{c.launches.load(), c.tasks.load(), c.kernels_compiled.load(), c.bytes_moved.load()};
 }
 int Context::device_count() const {
   return driver_->device_count();
@@ -399,7 +496,13 @@ Event Kernel::launch_packed(const Dim& threads, const Dim& block, const WorkDist
       if (arg.array->driver.get() != driver_ptr())
         throw LaunchError(fmt::format("kernel `{}`: array argument `{}` belongs to another Context",
                                       name, p.name));
-      const plan::ArrayMeta& meta = *arg.array->meta;
+      if (arg.array->is_view)
+        throw LaunchError(fmt::format(
+            "kernel `{}`: argument `{}` is a view (a slice or transpose) of an array; a kernel "
+            "takes whole arrays: pass view.copy(), or the base array and index it",
+            name, p.name));
+      if (state_->writes[i]) detail::settle_readers(*arg.array->storage);
+      const plan::ArrayMeta& meta = arg.array->meta();
       if (meta.dtype != p.dtype)
         throw LaunchError(
             fmt::format("kernel `{}`: argument `{}` is an array of {}, but the "

@@ -30,7 +30,7 @@ std::unique_ptr<Backend> make_backend(const Config& config) {
     throw ConfigError(fmt::format(
         "the cuda backend was asked for (GRIDSPAN_BACKEND=cuda) but cannot run: {}", why));
   static std::atomic<bool> said{false};
-  if (!said.exchange(true)) log::warn("no GPU to run on ({}); using the cpu backend", why);
+  if (!said.exchange(true)) logging::warn("no GPU to run on ({}); using the cpu backend", why);
 #else
   if (config.backend == "cuda")
     throw ConfigError(

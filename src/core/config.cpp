@@ -86,7 +86,7 @@ Config Config::with_env() const {
   // The log level first, so that what the others warn of is said at it.
   const settings::Setting& level = *settings::find("GRIDSPAN_LOG");
   if (const char* v = value(level)) settings::apply(level, v, c);
-  log::set_level(c.log_level);
+  logging::set_level(c.log_level);
   for (const settings::Setting& s : settings::all())
     if (const char* v = value(s); v && &s != &level) settings::apply(s, v, c);
   settings::check_unknown(environ);

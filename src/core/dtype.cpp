@@ -7,29 +7,6 @@
 
 namespace gridspan {
 
-std::size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::i8:
-    case DType::u8:
-    case DType::boolean:
-      return 1;
-    case DType::i16:
-    case DType::u16:
-    case DType::f16:
-    case DType::bf16:
-      return 2;
-    case DType::i32:
-    case DType::u32:
-    case DType::f32:
-      return 4;
-    case DType::i64:
-    case DType::u64:
-    case DType::f64:
-      return 8;
-  }
-  return 0;
-}
-
 bool dtype_is_float(DType t) {
   return t == DType::f16 || t == DType::bf16 || t == DType::f32 || t == DType::f64;
 }

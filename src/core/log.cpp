@@ -6,7 +6,7 @@
 #include <mutex>
 #include <set>
 
-namespace gridspan::log {
+namespace gridspan::logging {
 
 namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::warn)};
@@ -43,4 +43,4 @@ void warn_once(const std::string& message) {
   if (level() >= LogLevel::warn) write(LogLevel::warn, message);
 }
 
-}  // namespace gridspan::log
+}  // namespace gridspan::logging

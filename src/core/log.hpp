@@ -7,7 +7,7 @@
 
 #include "gridspan/core/config.hpp"
 
-namespace gridspan::log {
+namespace gridspan::logging {
 
 void set_level(LogLevel level);
 /// Names the process in every line ("rank 1": "gridspan[rank 1] warn: ..."); under mpirun
@@ -31,4 +31,4 @@ void debug(fmt::format_string<A...> f, A&&... a) {
   if (level() >= LogLevel::debug) write(LogLevel::debug, fmt::format(f, std::forward<A>(a)...));
 }
 
-}  // namespace gridspan::log
+}  // namespace gridspan::logging

@@ -164,7 +164,7 @@ void apply_flag(const Setting& s, const std::string& value, bool& field) {
     field = *f;
     return;
   }
-  log::warn_once(fmt::format("{}='{}' is not a flag (1/on/yes/true or 0/off/no/false); keeping {}",
+  logging::warn_once(fmt::format("{}='{}' is not a flag (1/on/yes/true or 0/off/no/false); keeping {}",
                              s.name, value, field ? "on" : "off"));
 }
 
@@ -174,7 +174,7 @@ void apply_level(const Setting& s, const std::string& value, LogLevel& field) {
       field = static_cast<LogLevel>(l);
       return;
     }
-  log::warn_once(fmt::format("{}='{}' is not one of error, warn, info, debug; keeping {}", s.name,
+  logging::warn_once(fmt::format("{}='{}' is not one of error, warn, info, debug; keeping {}", s.name,
                              value, kLevels[static_cast<int>(field)]));
 }
 
@@ -297,7 +297,7 @@ void check_unknown(char** environ) {
     // A suggestion only when it is near: a few edits, at most a third of the name's own part.
     const std::size_t edits = distance(name, nearest->name);
     const bool near = edits <= 3 && edits * 3 <= name.size() - std::strlen("GRIDSPAN_");
-    log::warn_once(fmt::format(
+    logging::warn_once(fmt::format(
         "{} is not a gridspan setting, so it changes nothing{}; `gridspan settings` lists them",
         name, near ? fmt::format("; did you mean {}?", nearest->name) : std::string()));
   }

@@ -344,7 +344,7 @@ class MpiTransport final : public Transport {
       failure_ = error;
     }
     arrived_.notify_all();
-    log::write(LogLevel::error, fmt::format("rank {}: the MPI transport stopped: {}", rank_, what));
+    logging::write(LogLevel::error, fmt::format("rank {}: the MPI transport stopped: {}", rank_, what));
   }
 
   const std::size_t max_piece_;

@@ -112,7 +112,7 @@ class WatchedTransport final : public Transport {
       try {
         for (int peer : peers_) inner_->send(peer, heartbeat_tag, {});
       } catch (const std::exception& e) {
-        log::debug("heartbeats stopped: {}", e.what());
+        logging::debug("heartbeats stopped: {}", e.what());
         return;
       }
       lock.lock();

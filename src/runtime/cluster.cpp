@@ -60,14 +60,14 @@ Cluster::Cluster(Process& process, const Config& config)
   for (const RankInfo& r : ranks_)
     where += fmt::format("{}rank {} ({}): {} {} device{}", where.empty() ? "" : ", ", r.rank,
                          r.host, r.devices.size(), r.backend, r.devices.size() == 1 ? "" : "s");
-  log::info("a session over {} ranks: {}", ranks, where);
+  logging::info("a session over {} ranks: {}", ranks, where);
 }
 
 Cluster::~Cluster() {
   try {
     wait_all();
   } catch (const std::exception& e) {
-    log::warn("an error was not reported before the context ended: {}", e.what());
+    logging::warn("an error was not reported before the context ended: {}", e.what());
   }
   const int ranks = transport_.size();
   try {
@@ -75,7 +75,7 @@ Cluster::~Cluster() {
     std::unique_lock lock(mutex_);
     wait_for(lock, [&] { return closed_ == ranks - 1; });
   } catch (const std::exception& e) {
-    log::warn("the session did not close on every rank: {}", e.what());
+    logging::warn("the session did not close on every rank: {}", e.what());
   }
   // Nothing more comes for rank 0's worker from ranks that are gone.
   local_->transfers().fail_all(
@@ -106,7 +106,7 @@ void Cluster::fail(std::exception_ptr error) {
     failure_ = error;
   }
   process_.mark_failed();
-  log::write(LogLevel::error, describe_error(error).message);
+  logging::write(LogLevel::error, describe_error(error).message);
   changed_.notify_all();
   local_->transfers().fail_all(error);
 }
@@ -213,7 +213,7 @@ void Cluster::on_report(const BarrierReport& r) {
     std::lock_guard lock(mutex_);
     auto it = plans_.find(r.barrier);
     if (it == plans_.end()) {
-      log::debug("a report of barrier {} from rank {}, which no plan waits for", r.barrier, r.rank);
+      logging::debug("a report of barrier {} from rank {}, which no plan waits for", r.barrier, r.rank);
       return;
     }
     PlanState& s = it->second;

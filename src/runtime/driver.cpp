@@ -9,7 +9,7 @@
 namespace gridspan::runtime {
 
 Driver::Driver(const Config& config) : config_(config) {
-  log::set_level(config_.log_level);
+  logging::set_level(config_.log_level);
   runner_ = make_runner(config_);
   planner_ = std::make_unique<plan::Planner>(
       runner_->device_count(), [this](plan::TaskId t) { return runner_->is_done(t); });
@@ -23,23 +23,25 @@ Driver::Driver(const Config& config) : config_(config) {
   for (const RankInfo& r : runner_->ranks())
     for (std::size_t bytes : r.device_memory) keep.push_back(bytes / 4);
   planner_->set_read_cache(std::move(keep));
-  log::info("{} backend with {} devices", runner_->backend().name(), runner_->device_count());
+  logging::info("{} backend with {} devices", runner_->backend().name(), runner_->device_count());
 }
 
 Driver::~Driver() {
   try {
     end();
   } catch (const std::exception& e) {
-    log::warn("an error was not reported before the context ended: {}", e.what());
+    logging::warn("an error was not reported before the context ended: {}", e.what());
   }
 }
 
 void Driver::end() {
   std::unique_ptr<Runner> runner;
+  std::shared_ptr<LibraryState> library_state;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!runner_) return;
-    runner = std::move(runner_);  // from now on every call says the run has ended
+    library_state = std::move(library_state_);  // let go after the lock (it may hold arrays)
+    runner = std::move(runner_);                // from now on every call says the run has ended
     planner_.reset();
   }
   std::exception_ptr unreported;
@@ -67,8 +69,29 @@ plan::Planner& Driver::planner() {
   return *planner_;
 }
 
+namespace {
+// The bytes a task copies between memories (devices, ranks, the host).
+std::size_t bytes_copied(const plan::Task& task) {
+  return std::visit(
+      [](const auto& p) -> std::size_t {
+        using P = std::decay_t<decltype(p)>;
+        if constexpr (std::is_same_v<P, plan::Copy> || std::is_same_v<P, plan::Send> ||
+                      std::is_same_v<P, plan::HostWrite> || std::is_same_v<P, plan::ReadBack> ||
+                      std::is_same_v<P, plan::RecvHost>)
+          return static_cast<std::size_t>(p.region.volume()) * p.elem_size;
+        else
+          return 0;
+      },
+      task.payload);
+}
+}  // namespace
+
 plan::TaskId Driver::submit(plan::Plan plan) {
   const plan::TaskId done = plan.done;
+  std::size_t moved = 0;
+  for (const plan::Task& t : plan.tasks) moved += bytes_copied(t);
+  counters_.tasks += plan.tasks.size();
+  counters_.bytes_moved += moved;
   Runner& runner = live();
   runner.submit(std::move(plan));
   planner_->reuse_tasks(runner.spare_tasks());
@@ -98,7 +121,7 @@ void Driver::release_array(const plan::ArrayMeta& meta) noexcept {
     submit(planner_->delete_array(meta));
   } catch (const std::exception& e) {
     if (runner_ && runner_->failed()) return;  // said when the run failed
-    log::warn("could not release {}: {}", meta.describe(), e.what());
+    logging::warn("could not release {}: {}", meta.describe(), e.what());
   }
 }
 
@@ -119,6 +142,7 @@ void Driver::read_array(const plan::ArrayMeta& meta, void* dst) {
 
 plan::TaskId Driver::launch(const plan::LaunchSpec& spec) {
   std::lock_guard<std::mutex> lock(mutex_);
+  ++counters_.launches;
   plan::Plan plan = planner().launch(spec);
   if (keep_plans_) last_dot_ = plan.to_dot();
   return submit(std::move(plan));

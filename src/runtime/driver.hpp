@@ -3,6 +3,7 @@
 // planner, so arrays may be released from any thread.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -15,6 +16,14 @@
 #include "runtime/runner.hpp"
 
 namespace gridspan::runtime {
+
+/// What a layer above keeps per context (the array library's kernels and pending arrays).
+class LibraryState {
+ public:
+  virtual ~LibraryState() = default;
+  /// Launches the work of every pending array (before a synchronize).
+  virtual void settle_pending() = 0;
+};
 
 class Driver {
  public:
@@ -54,6 +63,18 @@ class Driver {
   void synchronize() { live().wait_all(); }
   std::vector<MemoryStats> memory_stats() const { return live().memory_stats(); }
   WorkerStats worker_stats() const { return live().worker_stats(); }
+  /// What this context has done so far (Context::stats).
+  struct Counters {
+    std::atomic<uint64_t> launches{0};
+    std::atomic<uint64_t> tasks{0};
+    std::atomic<uint64_t> kernels_compiled{0};
+    std::atomic<uint64_t> bytes_moved{0};  // planned copies: between devices, ranks, host
+  };
+  Counters& counters() { return counters_; }
+  /// What a layer above keeps per context (the array library's kernels and settings); it
+  /// is let go at end(), so what it holds may hold the driver.
+  std::shared_ptr<LibraryState>& library_state() { return library_state_; }
+
   /// The most recent launch's plan as Graphviz (kept only when `keep_plans(true)`).
   void keep_plans(bool keep) { keep_plans_ = keep; }
   std::string last_plan_dot() const;
@@ -71,6 +92,8 @@ class Driver {
   uint64_t next_array_ = 0;
   bool keep_plans_ = false;
   std::string last_dot_;
+  Counters counters_;
+  std::shared_ptr<LibraryState> library_state_;
 };
 
 }  // namespace gridspan::runtime

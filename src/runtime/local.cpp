@@ -30,10 +30,10 @@ LocalRunner::~LocalRunner() {
   try {
     worker_->wait_all();
   } catch (const std::exception& e) {
-    if (whole_run_) log::warn("an error was not reported before the context ended: {}", e.what());
+    if (whole_run_) logging::warn("an error was not reported before the context ended: {}", e.what());
   }
   const WorkerStats s = worker_->stats();
-  log::debug(
+  logging::debug(
       "worker: {} tasks run, {} failed; {} queued on GPUs, {} of them released early, {} "
       "batched; {} staging retries; at most {} unfinished, {} waits for them; {} waits for a "
       "task slept",

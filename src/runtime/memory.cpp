@@ -640,7 +640,7 @@ struct MemoryManager::Impl {
     try {
       p = d.device->allocate_host(block);
     } catch (const std::exception& e) {
-      log::debug("pinning host memory ahead stopped: {}", e.what());
+      logging::debug("pinning host memory ahead stopped: {}", e.what());
     }
     lock.lock();
     unpooled -= block;
@@ -1035,7 +1035,7 @@ MemoryManager::MemoryManager(std::vector<backend::Device*> devices, MemoryLimits
     auto space = std::make_unique<DeviceSpace>(device);
     const std::size_t capacity = device->memory_capacity();
     if (capacity && limits.device_bytes > capacity)
-      log::warn_once(fmt::format(
+      logging::warn_once(fmt::format(
           "the device memory limit (GRIDSPAN_DEVICE_MEMORY, {} bytes) is more than {} has ({} "
           "bytes): chunks spill only past the limit, so an allocation may fail first; give at "
           "most {} bytes",

@@ -167,11 +167,11 @@ Process::Process() {
     peers.push_back(0);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(c.net_timeout * 1000));
   transport_ = net::watch(std::move(mpi), std::move(peers), timeout);
-  log::set_prefix(fmt::format("rank {}", transport_->rank()));
+  logging::set_prefix(fmt::format("rank {}", transport_->rank()));
   cpu_set_t cores;
   if (sched_getaffinity(0, sizeof cores, &cores) == 0 && CPU_COUNT(&cores) == 1 &&
       std::thread::hardware_concurrency() > 1)
-    log::warn(
+    logging::warn(
         "this rank may run on one core only (mpirun binds each of up to 2 ranks to a core by "
         "default), but gridspan runs threads for every device: start it with mpirun "
         "--bind-to none (or --bind-to socket)");
@@ -182,7 +182,7 @@ Process::~Process() {
     try {
       finish(0);
     } catch (const std::exception& e) {
-      log::warn("the run could not end in order: {}", e.what());
+      logging::warn("the run could not end in order: {}", e.what());
     }
   }
 }
@@ -194,7 +194,7 @@ int Process::finish(int code) {
     finished_ = true;
   }
   if (failed_) {
-    log::write(LogLevel::error, fmt::format("ending every rank (exit code {})", code));
+    logging::write(LogLevel::error, fmt::format("ending every rank (exit code {})", code));
     transport_->abort(code ? code : 1);
   }
   net::Writer w;
@@ -229,10 +229,10 @@ int Process::serve() {
         transport_->send(m->source, tag::closed, {});
         continue;
       }
-      log::debug("ignored a message (tag {}) from rank {} outside a session", m->tag, m->source);
+      logging::debug("ignored a message (tag {}) from rank {} outside a session", m->tag, m->source);
     }
   } catch (const std::exception& e) {
-    log::write(LogLevel::error, fmt::format("this rank cannot go on: {}", e.what()));
+    logging::write(LogLevel::error, fmt::format("this rank cannot go on: {}", e.what()));
   }
   transport_->abort(1);
   std::_Exit(1);  // not reached
@@ -242,7 +242,7 @@ std::optional<int> Process::serve_session(const net::Message& open) {
   Config config = net::read_all(open.body, "session", read_config);
   config.node_rank = transport_->node_rank();
   config.node_ranks = transport_->node_size();
-  log::set_level(config.log_level);
+  logging::set_level(config.log_level);
   const int driver = open.source;
   std::unique_ptr<LocalRunner> local;
   std::unique_ptr<WorkerService> service;
@@ -276,7 +276,7 @@ std::optional<int> Process::serve_session(const net::Message& open) {
   try {
     service->serve_until_shutdown();
   } catch (const std::exception& e) {  // the driver has heard why
-    log::debug("the session broke here: {}", e.what());
+    logging::debug("the session broke here: {}", e.what());
     broken = true;
   }
   local->transfers().fail_all(std::make_exception_ptr(
@@ -284,7 +284,7 @@ std::optional<int> Process::serve_session(const net::Message& open) {
   try {
     local->wait_all();
   } catch (const std::exception& e) {  // reported with its barrier
-    log::debug("a failure at the end of the session: {}", e.what());
+    logging::debug("a failure at the end of the session: {}", e.what());
   }
   std::optional<int> code = broken ? std::nullopt : service->exit_code();
   service.reset();

@@ -52,7 +52,7 @@ Transfers::Transfers(Worker& worker, std::vector<backend::Device*> devices, Memo
 
 Transfers::~Transfers() {
   if (stats_.lent + stats_.not_copied > 0)
-    log::info(
+    logging::info(
         "{} transfers copied by their receivers from this rank's memory, {} of them "
         "declined or out of reach (sent through the host instead)",
         stats_.lent + stats_.not_copied, stats_.not_copied);
@@ -181,7 +181,7 @@ void Transfers::run_recv(const Task& task, const plan::Recv& r, Incoming& in) {
       dev.copy_lent(dst, r.dst.rect, in.lent, in.lent_rect, r.region, r.elem_size);
     } catch (const backend::LendingError& e) {
       in.unreachable = true;  // the sender sends the bytes instead
-      log::info("rank {} sends its data the long way: {}", r.from, e.what());
+      logging::info("rank {} sends its data the long way: {}", r.from, e.what());
     }
     return;
   }

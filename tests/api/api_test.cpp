@@ -26,11 +26,7 @@ struct Env {
 };
 
 gs::Config quiet(int devices) {
-  gs::Config c;
-  test::use_devices(c, devices);
-  c.cpu_threads = 1;
-  c.log_level = LogLevel::error;
-  return c;
+  return test::quiet_config(devices);
 }
 
 const char* kTwice = R"(

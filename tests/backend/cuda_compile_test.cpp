@@ -203,6 +203,66 @@ TEST(CudaCompile, ErrorsPointAtTheUsersLines) {
   std::filesystem::remove_all(cache);
 }
 
+// <gridspan/device/elementwise.hpp> compiles under NVRTC (no standard headers, int64_t is
+// long long): every one of its functions for every kind of type it takes.
+TEST(CudaCompile, ElementwiseMathCompilesForEveryType) {
+  KernelSource k;
+  k.name = "ew_all";
+  k.file = "ew_all.cu";
+  k.source = R"(
+#include <gridspan/device/elementwise.hpp>
+namespace ew = gridspan::ew;
+template <class T>
+__device__ T ew_floats(T x, T y, T z) {
+  return ew::exp(x) + ew::log(x) + ew::log1p(x) + ew::expm1(x) + ew::sqrt(x) + ew::rsqrt(x) +
+         ew::sin(x) + ew::cos(x) + ew::tan(x) + ew::tanh(x) + ew::arcsin(x) + ew::arccos(x) +
+         ew::arctan(x) + ew::sinh(x) + ew::cosh(x) + ew::erf(x) + ew::floor(x) + ew::ceil(x) +
+         ew::rint(x) + ew::round(x) + ew::abs(x) + ew::sign(x) + ew::pow(x, y) +
+         ew::atan2(x, y) + ew::hypot(x, y) + ew::maximum(x, y) + ew::minimum(x, y) +
+         ew::clip(x, y, z) + ew::remainder(x, y) + ew::floor_divide(x, y) + T(ew::isnan(x)) +
+         T(ew::isinf(y)) + T(ew::isfinite(z));
+}
+template <class T>
+__device__ T ew_integers(T x, T y, T z) {
+  return T(ew::abs(x) ^ ew::sign(x) ^ ew::pow(x, y) ^ ew::maximum(x, y) ^ ew::minimum(x, y) ^
+           ew::clip(x, y, z) ^ ew::remainder(x, y) ^ ew::floor_divide(x, y) ^ ew::isnan(x) ^
+           ew::isinf(y) ^ ew::isfinite(z));
+}
+__device__ bool ew_bools(bool x, bool y, bool z) {
+  return ew::abs(x) ^ ew::sign(x) ^ ew::maximum(x, y) ^ ew::minimum(x, y) ^ ew::clip(x, y, z) ^
+         ew::isnan(x) ^ ew::isinf(y) ^ ew::isfinite(z);
+}
+__device__ void ew_all(dim3 blockIdx, gridspan::Vector<float> f, gridspan::Vector<double> d,
+                       gridspan::Vector<int8_t> i8, gridspan::Vector<int32_t> i32,
+                       gridspan::Vector<int64_t> i64, gridspan::Vector<uint8_t> u8,
+                       gridspan::Vector<uint64_t> u64, gridspan::Vector<bool> b) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  f[i] = ew_floats(f[i], f[i + 1], f[i + 2]);
+  d[i] = ew_floats(d[i], d[i + 1], d[i + 2]);
+  i8[i] = ew_integers(i8[i], i8[i + 1], i8[i + 2]);
+  i32[i] = ew_integers(i32[i], i32[i + 1], i32[i + 2]);
+  i64[i] = ew_integers(i64[i], i64[i + 1], i64[i + 2]);
+  u8[i] = ew_integers(u8[i], u8[i + 1], u8[i + 2]);
+  u64[i] = ew_integers(u64[i], u64[i + 1], u64[i + 2]);
+  b[i] = ew_bools(b[i], b[i + 1], b[i + 2]);
+}
+)";
+  k.params = {array_param("f", 1, DType::f32),   array_param("d", 1, DType::f64),
+              array_param("i8", 1, DType::i8),   array_param("i32", 1, DType::i32),
+              array_param("i64", 1, DType::i64), array_param("u8", 1, DType::u8),
+              array_param("u64", 1, DType::u64), array_param("b", 1, DType::boolean)};
+  const std::string cache = fresh_cache("elementwise");
+  try {
+    EXPECT_TRUE(is_elf(cuda::compile_cubin(k, 90, cache)));
+  } catch (const CompileError& e) {
+    std::filesystem::remove_all(cache);
+    if (std::string(e.what()).find("NVRTC could not be loaded") != std::string::npos)
+      GTEST_SKIP() << e.what();
+    FAIL() << e.what();
+  }
+  std::filesystem::remove_all(cache);
+}
+
 TEST(CudaCompile, WrapperPassesTheWholeLaunchGridAndVirtualBlockIndices) {
   const std::string w = cuda::generate_wrapper(saxpy());
   EXPECT_NE(w.find("#define gridDim (::gridspan::cuda_detail::grid_dim)"), std::string::npos);

@@ -210,7 +210,7 @@ void run_program(uint64_t seed, Spilled& spilled, bool memoize) {
     for (std::size_t i = 0; i < got.size() && i < v.ref.size(); ++i)
       if (got[i] != v.ref[i] && count++ == 0) first = i;
     std::string chunks;
-    for (const auto& c : v.array.handle().meta->chunks)
+    for (const auto& c : v.array.handle().meta().chunks)
       chunks += fmt::format(" {}@{}", c.region.str(), c.device);
     FAIL() << what << " after step " << step << ": " << count << " of " << v.ref.size()
            << " elements differ, the first at " << first << " (got " << got[first] << ", want "

@@ -18,8 +18,8 @@ inline int gpus_present() {
   static const int n = [] {
     const char* b = std::getenv("GRIDSPAN_BACKEND");
     if (b && std::string(b) == "cpu") return 0;
-    const LogLevel level = log::level();
-    log::set_level(LogLevel::error);  // "no GPU" is no news here
+    const LogLevel level = logging::level();
+    logging::set_level(LogLevel::error);  // "no GPU" is no news here
     Config c;
     c.backend = "auto";
     int gpus = 0;
@@ -28,7 +28,7 @@ inline int gpus_present() {
       if (backend->name() == "cuda") gpus = static_cast<int>(backend->devices().size());
     } catch (const std::exception&) {
     }
-    log::set_level(level);
+    logging::set_level(level);
     return gpus;
   }();
   return n;
@@ -47,6 +47,15 @@ inline void use_devices(Config& c, int devices) {
         devices, gpus_present());
   said = true;
   c.backend = "cpu";
+}
+
+/// `devices` devices as use_devices gives them, one cpu thread each, logging errors only.
+inline Config quiet_config(int devices) {
+  Config c;
+  use_devices(c, devices);
+  c.cpu_threads = 1;
+  c.log_level = LogLevel::error;
+  return c;
 }
 
 }  // namespace gridspan::test

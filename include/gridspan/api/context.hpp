@@ -17,6 +17,27 @@
 
 namespace gridspan {
 
+/// What a Context has done so far (Context::stats).
+struct Stats {
+  uint64_t launches = 0;          // kernel launches, one per launch however many superblocks
+  uint64_t tasks = 0;             // tasks planned (kernels, copies, creations, reductions ...)
+  uint64_t kernels_compiled = 0;  // kernels compiled for this context (not found in its cache)
+  uint64_t bytes_moved = 0;       // bytes copied between devices, ranks and the host
+};
+
+class Context;
+namespace detail {
+/// The driver behind a Context (for the array library's free functions).
+const std::shared_ptr<runtime::Driver>& context_driver(const Context& ctx);
+/// Compiles a kernel for `driver`'s context and counts it in its stats.
+Kernel compile_kernel(const std::shared_ptr<runtime::Driver>& driver, const KernelDef& def);
+/// The distribution an array gets when none is given: rows over every device, in chunks
+/// no smaller than a floor that keeps per-task overhead to a few percent, of whole blocks
+/// of the array library's kernels (256 threads, the last axis fastest).
+DataDistribution default_distribution(const std::shared_ptr<runtime::Driver>& driver, DType dtype,
+                                      const Dim& shape);
+}  // namespace detail
+
 class Context {
  public:
   /// Opens the devices `config` names (by default the environment's: GPUs when there are,
@@ -57,6 +78,11 @@ class Context {
     a.copy_from(values);
     return a;
   }
+  /// The same with the distribution the library picks (rows over every device).
+  template <class T>
+  Array<T> from_vector(const std::vector<T>& values, Dim shape) {
+    return from_vector<T>(values, shape, detail::default_distribution(driver_, dtype_v<T>, shape));
+  }
   /// A 0-d array holding `value`.
   template <class T>
   Array<T> scalar(T value) {
@@ -65,6 +91,8 @@ class Context {
 
   /// Waits for every task; throws the first error not yet reported.
   void synchronize();
+  /// Launches, tasks, compiled kernels and bytes moved so far.
+  Stats stats() const;
   /// All devices of all workers.
   int device_count() const;
   /// The backend the devices belong to: "cuda" or "cpu".
@@ -78,6 +106,7 @@ class Context {
   void keep_plans(bool on);
 
  private:
+  friend const std::shared_ptr<runtime::Driver>& detail::context_driver(const Context& ctx);
   std::shared_ptr<runtime::Driver> driver_;
 };
 

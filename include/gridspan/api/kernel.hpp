@@ -225,7 +225,11 @@ template <class A>
 LaunchArg make_arg(const A& a) {
   LaunchArg arg;
   using T = std::decay_t<A>;
-  if constexpr (std::is_arithmetic_v<T>) {
+  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+    arg.dtype = dtype_v<T>;
+    arg.is_float = true;
+    arg.value = static_cast<float>(a);
+  } else if constexpr (std::is_arithmetic_v<T>) {
     arg.dtype = dtype_v<T>;
     arg.is_float = std::is_floating_point_v<T>;
     arg.value = static_cast<long double>(a);

@@ -6,11 +6,31 @@
 #include <string>
 #include <type_traits>
 
+#include "gridspan/core/float16.hpp"
+
 namespace gridspan {
 
 enum class DType : uint8_t { i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64, boolean };
 
-std::size_t dtype_size(DType t);
+constexpr std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::i8:
+    case DType::u8:
+    case DType::boolean:
+      return 1;
+    case DType::i16:
+    case DType::u16:
+    case DType::f16:
+    case DType::bf16:
+      return 2;
+    case DType::i32:
+    case DType::u32:
+    case DType::f32:
+      return 4;
+    default:
+      return 8;
+  }
+}
 bool dtype_is_float(DType t);
 bool dtype_is_signed(DType t);
 /// The C++ spelling used in generated kernel code ("float", "int64_t", "__half" ...).
@@ -39,6 +59,8 @@ GRIDSPAN_DTYPE_OF(uint64_t, u64)
 GRIDSPAN_DTYPE_OF(float, f32)
 GRIDSPAN_DTYPE_OF(double, f64)
 GRIDSPAN_DTYPE_OF(bool, boolean)
+GRIDSPAN_DTYPE_OF(float16, f16)
+GRIDSPAN_DTYPE_OF(bfloat16, bf16)
 #undef GRIDSPAN_DTYPE_OF
 // `long long` is a distinct type from int64_t (long) on LP64.
 template <>

@@ -469,6 +469,12 @@ inline float __half2float(__half h) {
 inline __nv_bfloat16 __float2bfloat16(float f) {
   return __nv_bfloat16(f);
 }
+inline __half __float2half_rn(float f) {
+  return __half(f);
+}
+inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+  return __nv_bfloat16(f);
+}
 inline float __bfloat162float(__nv_bfloat16 b) {
   return float(b);
 }

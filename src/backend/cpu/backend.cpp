@@ -43,7 +43,7 @@ class CpuBackend final : public Backend {
       else
         devices_.push_back(std::move(device));
     }
-    log::info("cpu backend: {} devices{}, {} executor threads and {} each", config.cpu_devices,
+    logging::info("cpu backend: {} devices{}, {} executor threads and {} each", config.cpu_devices,
               config.cpu_async ? " behaving as GPUs (GRIDSPAN_CPU_ASYNC)" : "", threads,
               format_bytes(capacity));
   }

@@ -438,7 +438,7 @@ std::shared_ptr<CompiledKernel> CpuCompiler::compile(const KernelSource& k) {
   std::shared_ptr<CompiledKernel> kernel;
   if (file_exists(so_path)) {
     kernel = load(so_path, k.name, error);
-    if (!kernel) log::warn("cached kernel {} is unusable ({}); recompiling", so_path, error);
+    if (!kernel) logging::warn("cached kernel {} is unusable ({}); recompiling", so_path, error);
   }
   if (!kernel) {
     const std::string source_path = base + ".cpp";
@@ -447,7 +447,7 @@ std::shared_ptr<CompiledKernel> CpuCompiler::compile(const KernelSource& k) {
     std::vector<std::string> args = tc.command;
     args.insert(args.end(), flags.begin(), flags.end());
     args.insert(args.end(), {"-I", tc.include_dir, source_path, "-o", tmp_so});
-    log::debug("compiling kernel `{}`: {}", k.name, join(args));
+    logging::debug("compiling kernel `{}`: {}", k.name, join(args));
     ++g_compiler_invocations;
     const ProcessResult result = run_process(args);
     if (result.exit_code != 0) {

@@ -277,10 +277,10 @@ void CpuDevice::executor_loop() {
       try {
         task.done(error);
       } catch (const std::exception& e) {
-        log::write(LogLevel::error,
+        logging::write(LogLevel::error,
                    fmt::format("{}: a completion callback threw: {}", name(), e.what()));
       } catch (...) {
-        log::write(LogLevel::error, fmt::format("{}: a completion callback threw", name()));
+        logging::write(LogLevel::error, fmt::format("{}: a completion callback threw", name()));
       }
     }
   }
@@ -368,7 +368,7 @@ void LaneDevice::run(Lane& lane) {
     try {
       w.done(error);
     } catch (const std::exception& e) {
-      log::write(LogLevel::error,
+      logging::write(LogLevel::error,
                  fmt::format("{}: a completion callback threw: {}", name(), e.what()));
     }
     lock.lock();

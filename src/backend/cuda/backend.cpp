@@ -254,14 +254,14 @@ class CudaBackend final : public Backend {
     for (auto& a : devices_)
       for (auto& b : devices_)
         if (a != b && !a->enable_peer(*b)) peer = false;
-    if (!peer) log::warn("cuda backend: some GPUs cannot address each other; copies go slower");
+    if (!peer) logging::warn("cuda backend: some GPUs cannot address each other; copies go slower");
     for (auto& d : devices_) d->peer_everywhere_ = peer;
     for (auto& d : devices_) d->load_builtins(builtin_cubin(d->arch(), cache_dir_));
     std::string names;
     for (auto& d : devices_)
       names += fmt::format("{}{} ({} for gridspan)", names.empty() ? "" : ", ", d->name(),
                            format_bytes(d->memory_capacity()));
-    log::info("cuda backend: {}", names);
+    logging::info("cuda backend: {}", names);
   }
 
   std::string name() const override { return "cuda"; }

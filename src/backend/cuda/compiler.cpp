@@ -152,7 +152,7 @@ std::string cached_cubin(const std::string& source, const std::string& program,
   const std::string path = fmt::format("{}/{}-sm{}-{}.cubin", dir, safe, arch, h.hex());
   std::string cubin;
   if (jit::file_exists(path) && jit::read_file(path, cubin) && !cubin.empty()) return cubin;
-  log::debug("compiling `{}` for sm_{} with NVRTC", stem, arch);
+  logging::debug("compiling `{}` for sm_{} with NVRTC", stem, arch);
   NvrtcResult r = run_nvrtc(api, source, program, options);
   if (!r.ok) fail(r.log);
   jit::write_file_atomically(path, r.cubin);

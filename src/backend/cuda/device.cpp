@@ -209,7 +209,7 @@ void CudaDevice::deallocate(void* p, std::size_t bytes) {
   if (!p) return;
   bind();
   CUresult r = api_.cuMemFree(reinterpret_cast<CUdeviceptr>(p));
-  if (r != CUDA_SUCCESS) log::warn("cuMemFree failed on {}: {}", name_, describe(r));
+  if (r != CUDA_SUCCESS) logging::warn("cuMemFree failed on {}: {}", name_, describe(r));
   allocated_ -= bytes;
 }
 
@@ -311,11 +311,11 @@ void CudaDevice::deallocate_host(void* p, std::size_t bytes) {
   bind();
   if (!registered(bytes)) {
     CUresult r = api_.cuMemFreeHost(p);
-    if (r != CUDA_SUCCESS) log::warn("cuMemFreeHost failed on {}: {}", name_, describe(r));
+    if (r != CUDA_SUCCESS) logging::warn("cuMemFreeHost failed on {}: {}", name_, describe(r));
     return;
   }
   CUresult r = api_.cuMemHostUnregister(p);
-  if (r != CUDA_SUCCESS) log::warn("cuMemHostUnregister failed on {}: {}", name_, describe(r));
+  if (r != CUDA_SUCCESS) logging::warn("cuMemHostUnregister failed on {}: {}", name_, describe(r));
   munmap(p, in_pages(bytes));
 }
 
@@ -979,7 +979,7 @@ void CudaDevice::release_lent(const std::vector<unsigned char>& lent) {
   bind();
   CUresult r = api_.cuIpcCloseMemHandle(it->second.base);
   if (r != CUDA_SUCCESS)
-    log::warn("closing GPU memory of process {} on {} failed: {}", g.pid, name_, describe(r));
+    logging::warn("closing GPU memory of process {} on {} failed: {}", g.pid, name_, describe(r));
   opened_.erase(it);
 }
 

@@ -1,0 +1,144 @@
+// What the array library's generated kernels call besides the math (elementwise.hpp):
+// 16-bit floats computed in float and rounded once per operation, integer arithmetic that
+// wraps as NumPy's does (never C++'s undefined overflow), and conversions between dtypes
+// that answer the same on every backend (a float out of an integer's range saturates,
+// NaN gives 0). Compiles as CUDA and as plain C++ (the cpu backend).
+#pragma once
+
+#include "views.hpp"
+
+namespace gridspan {
+namespace fused {
+
+// ---- 16-bit floats: loaded as float, rounded to their type after every operation --------
+GRIDSPAN_HD float load(__half h) {
+  return __half2float(h);
+}
+GRIDSPAN_HD float load(__nv_bfloat16 h) {
+  return __bfloat162float(h);
+}
+template <class T>
+GRIDSPAN_HD T load(T v) {
+  return v;
+}
+/// A float rounded to float16 (to nearest even), as a float.
+GRIDSPAN_HD float round_f16(float v) {
+  return __half2float(__float2half_rn(v));
+}
+/// A float rounded to bfloat16 (to nearest even), as a float.
+GRIDSPAN_HD float round_bf16(float v) {
+  return __bfloat162float(__float2bfloat16_rn(v));
+}
+GRIDSPAN_HD void store(__half& out, float v) {
+  out = __float2half_rn(v);
+}
+GRIDSPAN_HD void store(__nv_bfloat16& out, float v) {
+  out = __float2bfloat16_rn(v);
+}
+template <class T, class V>
+GRIDSPAN_HD void store(T& out, V v) {
+  out = static_cast<T>(v);
+}
+
+// ---- integers ------------------------------------------------------------------------------
+template <class T>
+struct unsigned_of {
+  using type = T;
+};
+#define GRIDSPAN_UNSIGNED_OF(S, U) \
+  template <>                      \
+  struct unsigned_of<S> {          \
+    using type = U;                \
+  };
+GRIDSPAN_UNSIGNED_OF(signed char, unsigned char)
+GRIDSPAN_UNSIGNED_OF(short, unsigned short)
+GRIDSPAN_UNSIGNED_OF(int, unsigned int)
+GRIDSPAN_UNSIGNED_OF(long, unsigned long)
+GRIDSPAN_UNSIGNED_OF(long long, unsigned long long)
+#undef GRIDSPAN_UNSIGNED_OF
+
+/// a + b, a - b, a * b, -a wrapping around (two's complement) for integers.
+template <class T>
+GRIDSPAN_HD T add(T a, T b) {
+  if constexpr (detail::is_integer<T>::value && !detail::is_same<T, bool>::value) {
+    using U = typename unsigned_of<T>::type;
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+  } else {
+    return static_cast<T>(a + b);
+  }
+}
+template <class T>
+GRIDSPAN_HD T sub(T a, T b) {
+  if constexpr (detail::is_integer<T>::value) {
+    using U = typename unsigned_of<T>::type;
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b)));
+  } else {
+    return a - b;
+  }
+}
+template <class T>
+GRIDSPAN_HD T mul(T a, T b) {
+  if constexpr (detail::is_integer<T>::value && !detail::is_same<T, bool>::value) {
+    using U = typename unsigned_of<T>::type;
+    // unsigned short * unsigned short promotes to int and may overflow it: widen first.
+    using W = decltype(U() * 1u);
+    return static_cast<T>(
+        static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b))));
+  } else {
+    return static_cast<T>(a * b);
+  }
+}
+template <class T>
+GRIDSPAN_HD T neg(T a) {
+  if constexpr (detail::is_integer<T>::value) {
+    using U = typename unsigned_of<T>::type;
+    return static_cast<T>(static_cast<U>(0u - static_cast<U>(a)));
+  } else {
+    return -a;
+  }
+}
+
+// ---- conversions --------------------------------------------------------------------------
+template <class T>
+struct limits;
+#define GRIDSPAN_LIMITS(T, LO, HI)                        \
+  template <>                                             \
+  struct limits<T> {                                      \
+    static constexpr double lo = static_cast<double>(LO); \
+    static constexpr double hi = static_cast<double>(HI); \
+  };
+GRIDSPAN_LIMITS(signed char, -128, 127)
+GRIDSPAN_LIMITS(short, -32768, 32767)
+GRIDSPAN_LIMITS(int, -2147483647 - 1, 2147483647)
+GRIDSPAN_LIMITS(long, -9223372036854775807LL - 1, 9223372036854775807LL)
+GRIDSPAN_LIMITS(long long, -9223372036854775807LL - 1, 9223372036854775807LL)
+GRIDSPAN_LIMITS(unsigned char, 0, 255)
+GRIDSPAN_LIMITS(unsigned short, 0, 65535)
+GRIDSPAN_LIMITS(unsigned int, 0, 4294967295u)
+GRIDSPAN_LIMITS(unsigned long, 0, 18446744073709551615ull)
+GRIDSPAN_LIMITS(unsigned long long, 0, 18446744073709551615ull)
+#undef GRIDSPAN_LIMITS
+
+/// `v` as a T: a float into an integer type rounds toward zero and saturates at the type's
+/// range (NaN gives 0); anything into bool is "not zero".
+template <class T, class V>
+GRIDSPAN_HD T convert(V v) {
+  if constexpr (detail::is_same<T, bool>::value) {
+    return v != V(0);
+  } else if constexpr (detail::is_integer<T>::value && !detail::is_integer<V>::value) {
+    const double d = static_cast<double>(v);
+    if (!(d == d)) return T(0);
+    if (d <= limits<T>::lo) return static_cast<T>(limits<T>::lo);
+    if (d >= limits<T>::hi) {
+      // hi of a 64-bit type is not a double: the largest value itself.
+      return static_cast<T>(~static_cast<typename unsigned_of<T>::type>(0) >>
+                            (detail::is_signed<T>::value ? 1 : 0));
+    }
+    return static_cast<T>(d);
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+}  // namespace fused
+}  // namespace gridspan

@@ -1,0 +1,106 @@
+// The array library's lazy elementwise expressions: a pending array's producer is a Node
+// (one operation over arrays, pending arrays and scalars). When the value is needed, the
+// tree under it becomes one Program: the operations in order, the arrays they read (leaves,
+// each through its broadcast and view), the scalars, and the target; a Program is one
+// generated kernel, compiled once per shape of expression and launched through the public
+// runtime.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gridspan/api/context.hpp"
+#include "gridspan/array/elementwise.hpp"
+
+namespace gridspan::array {
+
+using detail::ArrayHandle;
+using detail::EwOp;
+
+/// One input of a Node: an array (pending or not) or a scalar, and the dtype the operation
+/// computes it in.
+struct Input {
+  std::shared_ptr<ArrayHandle> array;  // null for a scalar
+  DType as = DType::f32;
+  long double value = 0;  // a scalar's value, converted to `as`
+  uint64_t bits = 0;      // ... and an integer's bits
+};
+
+/// A pending elementwise result.
+class Node final : public detail::Producer {
+ public:
+  EwOp op = EwOp::add;
+  DType dtype = DType::f32;
+  Dim shape;
+  std::vector<Input> inputs;
+  int depth = 1;   // operations on the longest path to a leaf
+  int params = 0;  // kernel parameters its program takes at most (leaves, views, scalars)
+  void produce(ArrayHandle& into) override;
+};
+
+/// Where a Program reads a value from.
+struct Ref {
+  enum Kind : uint8_t { leaf, scalar, step, target } kind = leaf;
+  int index = 0;
+};
+/// An array a Program reads: storage axis b follows the output axis follows[b] (-1: it
+/// stays at the view's start, or 0), through the view's start and step when `general`.
+struct Leaf {
+  std::shared_ptr<detail::ArrayStorage> storage;
+  DType dtype = DType::f32;
+  int rank = 0;  // the storage's
+  std::array<int, kMaxRank> follows{-1, -1, -1};
+  bool general = false;
+  detail::ViewMap view;
+};
+struct Scalar {
+  DType dtype = DType::f32;
+  long double value = 0;
+  uint64_t bits = 0;
+};
+struct Step {
+  EwOp op = EwOp::add;
+  DType dtype = DType::f32;
+  int axis = -1;  // arange: the output axis its index walks (-1: always 0)
+  std::vector<std::pair<Ref, DType>> args;  // each with the dtype it is computed in
+};
+/// Where the result goes: a fresh array (the pending one being produced), or an array or
+/// view the user assigns to.
+struct Target {
+  ArrayHandle* handle = nullptr;
+  Leaf access;             // how the kernel indexes it
+  bool fresh = true;       // a new array: written whole (overwrite), distributed by the library
+  bool also_read = false;  // the expression reads the target where it writes: readwrite
+};
+
+struct Program {
+  Dim shape;
+  DType dtype = DType::f32;
+  std::vector<Leaf> leaves;
+  std::vector<Scalar> scalars;
+  std::vector<Step> steps;
+  Ref result;
+  Target target;
+  std::array<int64_t, kMaxRank> block{1, 1, 1};  // per array axis
+
+  /// The shape of the expression (operations, dtypes, broadcasts, views), not its values:
+  /// equal keys, equal kernels.
+  std::string key() const;
+  const Leaf& target_access() const;
+  std::string source(const std::string& name) const;
+  std::string annotation() const;
+};
+
+/// The Program computing `root` (a pending array's Node) into `target` (of the root's shape
+/// and dtype), inlining the pending arrays under it and reading the others where they lie.
+Program build_program(const Node& root, ArrayHandle& target, bool fresh);
+/// Compiles (once per key) and launches `program` into its target.
+void launch_program(const std::shared_ptr<runtime::Driver>& driver, Program& program);
+
+/// Registers a new pending array: with its context (for synchronize) and with the
+/// storages it reads (launched before they are written).
+void track_pending(const std::shared_ptr<ArrayHandle>& h);
+
+}  // namespace gridspan::array

@@ -1,0 +1,226 @@
+// Running Programs: the array library's per-context state (compiled kernels by the shape of
+// their expression, the pending arrays a synchronize launches), the launch geometry of a
+// generated kernel (its block, its superblocks along the target's chunks) and the launch
+// itself, through the public Kernel::launch_packed like any user kernel.
+#include <numeric>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "array/expr.hpp"
+#include "backend/jit.hpp"
+#include "plan/planner.hpp"
+#include "runtime/driver.hpp"
+
+namespace gridspan::array {
+
+namespace {
+
+// Keeps a list of weak references short: drops the ones gone or no longer pending.
+void add_weak(std::vector<std::weak_ptr<ArrayHandle>>& list, std::size_t& kept,
+              const std::shared_ptr<ArrayHandle>& h) {
+  list.push_back(h);
+  if (list.size() <= 2 * kept + 16) return;
+  std::erase_if(list, [](const std::weak_ptr<ArrayHandle>& w) {
+    auto p = w.lock();
+    return !p || !p->pending.load(std::memory_order_acquire);
+  });
+  kept = list.size();
+}
+
+class Library final : public runtime::LibraryState {
+ public:
+  static Library& of(const std::shared_ptr<runtime::Driver>& driver) {
+    auto& slot = driver->library_state();
+    if (!slot) slot = std::make_shared<Library>();
+    return static_cast<Library&>(*slot);
+  }
+
+  void settle_pending() override {
+    std::lock_guard lock(detail::lazy_mutex());
+    std::vector<std::weak_ptr<ArrayHandle>> pending;
+    pending.swap(pending_);
+    kept_ = 0;
+    for (auto& w : pending)
+      if (auto h = w.lock()) detail::array_settle(*h);
+  }
+
+  void add_pending(const std::shared_ptr<ArrayHandle>& h) { add_weak(pending_, kept_, h); }
+
+  const Kernel& kernel(const std::shared_ptr<runtime::Driver>& driver, const Program& p) {
+    std::string key = p.key();
+    auto it = kernels_.find(key);
+    if (it != kernels_.end()) return it->second;
+    backend::jit::Hasher hash;
+    hash.add(key);
+    const std::string name = "gs_ew_" + hash.hex().substr(0, 16);
+    Kernel k = detail::compile_kernel(
+        driver, KernelDef::from_source(p.source(name), name).annotate(p.annotation()));
+    return kernels_.emplace(std::move(key), std::move(k)).first->second;
+  }
+
+ private:
+  std::vector<std::weak_ptr<ArrayHandle>> pending_;
+  std::size_t kept_ = 0;
+  std::unordered_map<std::string, Kernel> kernels_;
+};
+
+int64_t pow2_at_least(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+// Per array axis, the gcd of the chunk boundaries inside the array (0: none): a block must
+// divide it for superblocks to follow the chunks.
+std::array<int64_t, kMaxRank> chunk_grain(const plan::ArrayMeta& meta) {
+  std::array<int64_t, kMaxRank> g{0, 0, 0};
+  for (const plan::ChunkMeta& c : meta.chunks)
+    for (int k = 0; k < meta.shape.rank(); ++k) {
+      if (c.owned.lo[k] != 0) g[k] = std::gcd(g[k], c.owned.lo[k]);
+      if (c.owned.hi[k] != meta.shape[k]) g[k] = std::gcd(g[k], c.owned.hi[k]);
+    }
+  return g;
+}
+
+// 256 threads, the fastest axis first, each axis a power of two dividing its grain.
+std::array<int64_t, kMaxRank> choose_block(const Dim& shape,
+                                           const std::array<int64_t, kMaxRank>& grain) {
+  std::array<int64_t, kMaxRank> block{1, 1, 1};
+  int64_t left = 256;
+  for (int k = shape.rank() - 1; k >= 0; --k) {
+    int64_t e = std::min(left, pow2_at_least(shape[k]));
+    while (grain[k] != 0 && grain[k] % e != 0) e /= 2;
+    block[k] = e;
+    left /= e;
+  }
+  return block;
+}
+
+// Thread-space Dims (x fastest) of an array-axis triple.
+Dim thread_dim(const Dim& shape, const std::array<int64_t, kMaxRank>& per_axis) {
+  if (shape.rank() == 0) return Dim{1};
+  Dim d = Dim::of_rank(shape.rank(), 1);
+  for (int k = 0; k < shape.rank(); ++k) d[shape.rank() - 1 - k] = per_axis[k];
+  return d;
+}
+
+// One superblock per chunk's owned box (in blocks, x fastest), on the chunk's device.
+std::vector<Superblock> chunk_superblocks(const plan::ArrayMeta& meta,
+                                          const std::array<int64_t, kMaxRank>& block) {
+  const int rank = meta.shape.rank();
+  std::vector<Superblock> out;
+  for (const plan::ChunkMeta& c : meta.chunks) {
+    if (rank == 0) return {Superblock{Rect(1, {0, 0, 0}, {1, 1, 1}), c.device}};
+    if (c.owned.empty()) continue;
+    Rect r(rank, {0, 0, 0}, {1, 1, 1});
+    for (int k = 0; k < rank; ++k) {
+      const int t = rank - 1 - k;
+      r.lo[t] = c.owned.lo[k] / block[k];
+      r.hi[t] = (c.owned.hi[k] + block[k] - 1) / block[k];
+    }
+    out.push_back(Superblock{r, c.device});
+  }
+  return out;
+}
+
+WorkDistribution work_for(const Program& p, const std::array<int64_t, kMaxRank>& block,
+                          int devices) {
+  const ArrayHandle& t = *p.target.handle;
+  if (!t.is_view && t.meta().owned_partition)
+    return work::custom("array", [sb = chunk_superblocks(t.meta(), block)](const Dim&, const Dim&,
+                                                                           int) { return sb; });
+  // A view: slices of the slowest axis, one per device.
+  std::array<int64_t, kMaxRank> tile{1, 1, 1};
+  for (int k = 0; k < p.shape.rank(); ++k)
+    tile[k] = (p.shape[k] + block[k] - 1) / block[k] * block[k];
+  if (p.shape.rank() > 0) {
+    const int64_t per = (p.shape[0] + devices - 1) / devices;
+    tile[0] = std::max<int64_t>(block[0], (per + block[0] - 1) / block[0] * block[0]);
+  }
+  return work::tiles(thread_dim(p.shape, tile));
+}
+
+// The launch's arguments, in the order Program::source declares the parameters.
+class Arguments {
+ public:
+  void shape(const Dim& s) {
+    for (int k = 0; k < s.rank(); ++k) integer(s[k]);
+  }
+  void array(const std::shared_ptr<detail::ArrayStorage>& storage, DType dtype) {
+    auto& h = *handles_.emplace_back(std::make_unique<ArrayHandle>());
+    h.driver = storage->driver;
+    h.storage = storage;
+    h.dtype = dtype;
+    h.shape = storage->meta->shape;
+    detail::LaunchArg a;
+    a.array = &h;
+    a.dtype = dtype;
+    args_.push_back(a);
+  }
+  void view(const Leaf& l) {
+    array(l.storage, l.dtype);
+    if (!l.general) return;
+    for (int b = 0; b < l.rank; ++b) {
+      integer(l.view.start[b]);
+      if (l.follows[b] >= 0) integer(l.view.step[b]);
+    }
+  }
+  void integer(int64_t v) {
+    detail::LaunchArg a;
+    a.dtype = DType::i64;
+    a.value = v;
+    a.bits = static_cast<uint64_t>(v);
+    args_.push_back(a);
+  }
+  void scalar(const Scalar& s) {
+    detail::LaunchArg a;
+    a.dtype = detail::is_16bit_float(s.dtype) ? DType::f32 : s.dtype;
+    a.is_float = detail::is_float(s.dtype);
+    a.value = s.value;
+    a.bits = s.bits;
+    args_.push_back(a);
+  }
+  const std::vector<detail::LaunchArg>& list() const { return args_; }
+
+ private:
+  std::vector<std::unique_ptr<ArrayHandle>> handles_;
+  std::vector<detail::LaunchArg> args_;
+};
+
+}  // namespace
+
+void track_pending(const std::shared_ptr<ArrayHandle>& h) {
+  Library::of(h->driver).add_pending(h);
+  const auto* node = static_cast<const Node*>(h->producer.get());
+  for (const Input& in : node->inputs)
+    if (in.array && !in.array->pending.load(std::memory_order_acquire))
+      add_weak(in.array->storage->pending_readers, in.array->storage->readers_kept, h);
+}
+
+void launch_program(const std::shared_ptr<runtime::Driver>& driver, Program& p) {
+  ArrayHandle& target = *p.target.handle;
+  const bool whole = !p.target.fresh && !target.is_view;
+  const auto block =
+      choose_block(p.shape, whole ? chunk_grain(target.meta()) : std::array<int64_t, 3>{0, 0, 0});
+  if (p.target.fresh) {
+    auto h = detail::array_create(driver, p.dtype, p.shape,
+                                  detail::default_distribution(driver, p.dtype, p.shape), nullptr);
+    target.storage = h->storage;
+    p.target.access.storage = h->storage;
+  }
+  const Kernel& kernel = Library::of(driver).kernel(driver, p);
+  Arguments args;
+  args.shape(p.shape);
+  args.view(p.target.access);
+  for (const Leaf& l : p.leaves) args.view(l);
+  for (const Scalar& s : p.scalars) args.scalar(s);
+  const Dim threads = thread_dim(
+      p.shape, p.shape.rank()
+                   ? std::array<int64_t, 3>{p.shape.get(0), p.shape.get(1), p.shape.get(2)}
+                   : block);
+  kernel.launch_packed(threads, thread_dim(p.shape, block),
+                       work_for(p, block, driver->device_count()), args.list());
+}
+
+}  // namespace gridspan::array

@@ -1,0 +1,415 @@
+// A pending expression becomes a Program (build_program), and a Program becomes kernel
+// source and its annotation (key, source, annotation). The source reads each leaf through
+// its broadcast and view, computes every operation once in its own dtype (16-bit floats in
+// float, rounded after each), and writes the target.
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "array/expr.hpp"
+#include "gridspan/core/error.hpp"
+#include "plan/planner.hpp"
+
+namespace gridspan::array {
+
+namespace {
+
+const Node* node_of(const ArrayHandle& h) {
+  if (!h.pending.load(std::memory_order_acquire)) return nullptr;
+  return dynamic_cast<const Node*>(h.producer.get());
+}
+
+bool same_view(const detail::ViewMap& a, const detail::ViewMap& b) {
+  return a.start == b.start && a.step == b.step && a.axis == b.axis;
+}
+
+// How the kernel indexes array `h` (settled) inside an output of rank `rank`.
+Leaf leaf_of(const ArrayHandle& h, int rank) {
+  Leaf leaf;
+  leaf.storage = h.storage;
+  leaf.dtype = h.dtype;
+  leaf.rank = h.meta().shape.rank();
+  leaf.general = h.is_view;
+  leaf.view = h.view;
+  for (int b = 0; b < leaf.rank; ++b) {
+    const int k = h.is_view ? h.view.axis[b] : b;
+    if (k < 0 || h.shape[k] == 1) continue;  // fixed at the view's start (0 for an array)
+    leaf.follows[b] = k + rank - h.shape.rank();
+  }
+  return leaf;
+}
+
+class Builder {
+ public:
+  Builder(Program& p) : p_(p) {}
+
+  Ref walk(const std::shared_ptr<ArrayHandle>& h) {
+    auto it = memo_.find(h.get());
+    if (it != memo_.end()) return it->second;
+    Ref r;
+    if (const Node* n = node_of(*h)) {
+      r = step(*n);
+    } else {
+      if (h->pending.load(std::memory_order_acquire)) detail::array_settle(*h);
+      r = leaf(h);
+    }
+    memo_.emplace(h.get(), r);
+    return r;
+  }
+
+  Ref step(const Node& n) {
+    Step s;
+    s.op = n.op;
+    s.dtype = n.dtype;
+    if (n.op == EwOp::arange && n.shape[0] != 1) s.axis = p_.shape.rank() - 1;
+    for (const Input& in : n.inputs)
+      s.args.emplace_back(in.array ? walk(in.array) : scalar(in), in.as);
+    p_.steps.push_back(std::move(s));
+    return Ref{Ref::step, static_cast<int>(p_.steps.size()) - 1};
+  }
+
+ private:
+  Ref scalar(const Input& in) {
+    p_.scalars.push_back(Scalar{in.as, in.value, in.bits});
+    return Ref{Ref::scalar, static_cast<int>(p_.scalars.size()) - 1};
+  }
+
+  Ref leaf(const std::shared_ptr<ArrayHandle>& h) {
+    Leaf l = leaf_of(*h, p_.shape.rank());
+    const Target& t = p_.target;
+    if (!t.fresh && l.storage == t.handle->storage) {
+      // The target itself: read where it is written, or (another part of it) from a copy
+      // made first, since the kernel overwrites what other threads would read.
+      if (h->shape == p_.shape && h->is_view == t.handle->is_view &&
+          (!h->is_view || same_view(h->view, t.handle->view))) {
+        p_.target.also_read = true;
+        return Ref{Ref::target, 0};
+      }
+      auto copy = detail::elementwise(EwOp::cast, h->dtype, {detail::EwArg{h}});
+      detail::array_settle(*copy);
+      kept_.push_back(copy);
+      l = leaf_of(*copy, p_.shape.rank());
+    }
+    p_.leaves.push_back(std::move(l));
+    return Ref{Ref::leaf, static_cast<int>(p_.leaves.size()) - 1};
+  }
+
+  Program& p_;
+  std::unordered_map<const ArrayHandle*, Ref> memo_;
+  std::vector<std::shared_ptr<ArrayHandle>> kept_;
+};
+
+}  // namespace
+
+Program build_program(const Node& root, ArrayHandle& target, bool fresh) {
+  Program p;
+  p.shape = root.shape;
+  p.dtype = root.dtype;
+  p.target.handle = &target;
+  p.target.fresh = fresh;
+  if (fresh) {
+    Leaf& out = p.target.access;
+    out.dtype = root.dtype;
+    out.rank = root.shape.rank();
+    for (int k = 0; k < out.rank; ++k) out.follows[k] = k;
+  } else {
+    p.target.access = leaf_of(target, target.shape.rank());
+  }
+  Builder builder(p);
+  p.result = builder.step(root);
+  return p;
+}
+
+// ---- key ----------------------------------------------------------------------------------
+
+namespace {
+void key_leaf(std::string& k, const Leaf& l) {
+  k += fmt::format("{}{}{}", static_cast<int>(l.dtype), l.rank, l.general ? 'v' : 'a');
+  for (int b = 0; b < l.rank; ++b) k += fmt::format(",{}", l.follows[b]);
+  k += ';';
+}
+}  // namespace
+
+std::string Program::key() const {
+  std::string k =
+      fmt::format("r{}d{}t{}{}{}|", shape.rank(), static_cast<int>(dtype), target.fresh ? 'f' : 'u',
+                  target.also_read ? 'r' : 'w', static_cast<int>(target.access.dtype));
+  if (!target.fresh) key_leaf(k, target.access);
+  k += '|';
+  for (const Leaf& l : leaves) key_leaf(k, l);
+  k += '|';
+  for (const Scalar& s : scalars) k += fmt::format("{},", static_cast<int>(s.dtype));
+  k += '|';
+  for (const Step& s : steps) {
+    k += fmt::format("{}:{}:{}(", static_cast<int>(s.op), static_cast<int>(s.dtype), s.axis);
+    for (const auto& [ref, as] : s.args)
+      k += fmt::format("{}{}:{},", static_cast<int>(ref.kind), ref.index, static_cast<int>(as));
+    k += ')';
+  }
+  return k;
+}
+
+// ---- source -------------------------------------------------------------------------------
+
+namespace {
+
+const char* kViewKinds[] = {"Scalar", "Vector", "Matrix", "Tensor"};
+
+// The register type a value of `d` is computed in: float for the 16-bit floats.
+std::string reg(DType d) {
+  return detail::is_16bit_float(d) ? "float" : dtype_cpp_name(d);
+}
+std::string axis_name(int k) {
+  return fmt::format("a{}", k);
+}
+
+// The index of storage axis b of a leaf (or the target) named `name`.
+std::string index_expr(const Leaf& l, const std::string& name, int b) {
+  const std::string start = fmt::format("{}s{}", name, b), step = fmt::format("{}t{}", name, b);
+  if (l.follows[b] < 0) return l.general ? start : "0";
+  const std::string a = axis_name(l.follows[b]);
+  return l.general ? fmt::format("{} + {}*{}", start, step, a) : a;
+}
+std::string indices(const Leaf& l, const std::string& name) {
+  std::string s;
+  for (int b = 0; b < l.rank; ++b) s += (b ? ", " : "") + index_expr(l, name, b);
+  return s;
+}
+std::string element(const Leaf& l, const std::string& name) {
+  return fmt::format("{}({})", name, indices(l, name));
+}
+std::string rule(const Leaf& l, const std::string& mode, const std::string& name) {
+  return l.rank == 0 ? mode + " " + name : fmt::format("{} {}[{}]", mode, name, indices(l, name));
+}
+
+// A value of dtype `from` (in its register type) as the dtype `to` computes it.
+std::string convert(const std::string& v, DType from, DType to) {
+  if (from == to) return v;
+  if (to == DType::f16) return fmt::format("gridspan::fused::round_f16({})", v);
+  if (to == DType::bf16) return fmt::format("gridspan::fused::round_bf16({})", v);
+  return fmt::format("gridspan::fused::convert<{}>({})", dtype_cpp_name(to), v);
+}
+
+std::string call(const char* f, const std::vector<std::string>& a) {
+  std::string s = fmt::format("gridspan::{}(", f);
+  for (std::size_t i = 0; i < a.size(); ++i) s += (i ? ", " : "") + a[i];
+  return s + ")";
+}
+
+// The expression of one operation over its (converted) arguments, in its register type.
+std::string op_expr(EwOp op, const std::vector<std::string>& a, DType as) {
+  const std::string r = reg(as);
+  switch (op) {
+    case EwOp::add:
+      return fmt::format("gridspan::fused::add<{}>({}, {})", r, a[0], a[1]);
+    case EwOp::sub:
+      return fmt::format("gridspan::fused::sub<{}>({}, {})", r, a[0], a[1]);
+    case EwOp::mul:
+      return fmt::format("gridspan::fused::mul<{}>({}, {})", r, a[0], a[1]);
+    case EwOp::neg:
+      return fmt::format("gridspan::fused::neg<{}>({})", r, a[0]);
+    case EwOp::div:
+      return fmt::format("({} / {})", a[0], a[1]);
+    case EwOp::mod:
+      return call("ew::remainder", a);
+    case EwOp::pow:
+      return call("ew::pow", a);
+    case EwOp::maximum:
+      return call("ew::maximum", a);
+    case EwOp::minimum:
+      return call("ew::minimum", a);
+    case EwOp::atan2:
+      return call("ew::atan2", a);
+    case EwOp::hypot:
+      return call("ew::hypot", a);
+    case EwOp::eq:
+      return fmt::format("({} == {})", a[0], a[1]);
+    case EwOp::ne:
+      return fmt::format("({} != {})", a[0], a[1]);
+    case EwOp::lt:
+      return fmt::format("({} < {})", a[0], a[1]);
+    case EwOp::le:
+      return fmt::format("({} <= {})", a[0], a[1]);
+    case EwOp::gt:
+      return fmt::format("({} > {})", a[0], a[1]);
+    case EwOp::ge:
+      return fmt::format("({} >= {})", a[0], a[1]);
+    case EwOp::logical_and:
+      return fmt::format("({} && {})", a[0], a[1]);
+    case EwOp::logical_or:
+      return fmt::format("({} || {})", a[0], a[1]);
+    case EwOp::logical_not:
+      return fmt::format("(!{})", a[0]);
+    case EwOp::where:
+      return fmt::format("({} ? {} : {})", a[0], a[1], a[2]);
+    case EwOp::clip:
+      return call("ew::clip", a);
+    case EwOp::cast:
+      return a[0];
+    case EwOp::arange:
+      return "";  // SourceWriter::step writes it
+    default:
+      break;
+  }
+  static const std::unordered_map<int, const char*> functions = {
+      {int(EwOp::isnan), "ew::isnan"},
+      {int(EwOp::isinf), "ew::isinf"},
+      {int(EwOp::isfinite), "ew::isfinite"},
+      {int(EwOp::exp), "ew::exp"},
+      {int(EwOp::log), "ew::log"},
+      {int(EwOp::log1p), "ew::log1p"},
+      {int(EwOp::expm1), "ew::expm1"},
+      {int(EwOp::sqrt), "ew::sqrt"},
+      {int(EwOp::rsqrt), "ew::rsqrt"},
+      {int(EwOp::sin), "ew::sin"},
+      {int(EwOp::cos), "ew::cos"},
+      {int(EwOp::tan), "ew::tan"},
+      {int(EwOp::tanh), "ew::tanh"},
+      {int(EwOp::arcsin), "ew::arcsin"},
+      {int(EwOp::arccos), "ew::arccos"},
+      {int(EwOp::arctan), "ew::arctan"},
+      {int(EwOp::sinh), "ew::sinh"},
+      {int(EwOp::cosh), "ew::cosh"},
+      {int(EwOp::abs), "ew::abs"},
+      {int(EwOp::sign), "ew::sign"},
+      {int(EwOp::floor), "ew::floor"},
+      {int(EwOp::ceil), "ew::ceil"},
+      {int(EwOp::rint), "ew::rint"},
+      {int(EwOp::round), "ew::round"},
+      {int(EwOp::erf), "ew::erf"}};
+  return call(functions.at(int(op)), a);
+}
+
+class SourceWriter {
+ public:
+  explicit SourceWriter(const Program& p) : p_(p) {}
+
+  std::string write(const std::string& name) {
+    std::string body;
+    const int rank = p_.shape.rank();
+    for (int k = rank - 1; k >= 0; --k) {
+      const char axis = "xyz"[rank - 1 - k];
+      body +=
+          fmt::format("  const int64_t {} = (int64_t)blockIdx.{} * blockDim.{} + threadIdx.{};\n",
+                      axis_name(k), axis, axis, axis);
+    }
+    if (rank == 0) body += "  if (blockIdx.x * blockDim.x + threadIdx.x != 0) return;\n";
+    std::string guard;
+    for (int k = 0; k < rank; ++k) guard += fmt::format("{}a{} >= n{}", k ? " || " : "", k, k);
+    if (rank) body += fmt::format("  if ({}) return;\n", guard);
+    for (std::size_t s = 0; s < p_.steps.size(); ++s) body += step(s);
+    body += fmt::format("  gridspan::fused::store({}, v{});\n", element(p_.target_access(), "out"),
+                        p_.result.index);
+    return fmt::format(
+        "#include <gridspan/device/elementwise.hpp>\n#include <gridspan/device/fused.hpp>\n"
+        "__device__ void {}(dim3 blockIdx{}) {{\n{}}}\n",
+        name, params(), body);
+  }
+
+ private:
+  std::string params() const {
+    std::string s;
+    for (int k = 0; k < p_.shape.rank(); ++k) s += fmt::format(", int64_t n{}", k);
+    s += ", " + view_param(p_.target_access(), "out", false);
+    s += view_scalars(p_.target_access(), "out");
+    for (std::size_t l = 0; l < p_.leaves.size(); ++l) {
+      const std::string name = fmt::format("L{}", l);
+      s += ", " + view_param(p_.leaves[l], name, true) + view_scalars(p_.leaves[l], name);
+    }
+    for (std::size_t i = 0; i < p_.scalars.size(); ++i)
+      s += fmt::format(", {} S{}", reg(p_.scalars[i].dtype), i);
+    return s;
+  }
+  static std::string view_param(const Leaf& l, const std::string& name, bool read_only) {
+    return fmt::format("{}gridspan::{}<{}> {}", read_only ? "const " : "", kViewKinds[l.rank],
+                       dtype_cpp_name(l.dtype), name);
+  }
+  static std::string view_scalars(const Leaf& l, const std::string& name) {
+    std::string s;
+    if (!l.general) return s;
+    for (int b = 0; b < l.rank; ++b) {
+      s += fmt::format(", int64_t {}s{}", name, b);
+      if (l.follows[b] >= 0) s += fmt::format(", int64_t {}t{}", name, b);
+    }
+    return s;
+  }
+  std::string value(Ref r) const {
+    switch (r.kind) {
+      case Ref::leaf:
+        return fmt::format("gridspan::fused::load({})",
+                           element(p_.leaves[r.index], fmt::format("L{}", r.index)));
+      case Ref::target:
+        return fmt::format("gridspan::fused::load({})", element(p_.target_access(), "out"));
+      case Ref::scalar:
+        return fmt::format("S{}", r.index);
+      case Ref::step:
+        return fmt::format("v{}", r.index);
+    }
+    return "";
+  }
+  DType dtype_of(Ref r) const {
+    switch (r.kind) {
+      case Ref::leaf:
+        return p_.leaves[r.index].dtype;
+      case Ref::target:
+        return p_.target_access().dtype;
+      case Ref::scalar:
+        return p_.scalars[r.index].dtype;
+      case Ref::step:
+        return p_.steps[r.index].dtype;
+    }
+    return DType::f32;
+  }
+  std::string step(std::size_t i) const {
+    const Step& s = p_.steps[i];
+    std::vector<std::string> args;
+    for (const auto& [ref, as] : s.args) args.push_back(convert(value(ref), dtype_of(ref), as));
+    const DType as = s.args.empty() ? s.dtype : s.args.back().second;
+    std::string e = op_expr(s.op, args, as);
+    if (s.op == EwOp::arange) {
+      const std::string i = s.axis < 0 ? "0" : axis_name(s.axis);
+      e = fmt::format("({} == {} ? {} : {} + (double){} * {})", i, args[3], args[2], args[0], i,
+                      args[1]);
+      e = convert(e, DType::f64, s.dtype);
+    } else if (s.op == EwOp::cast)
+      e = convert(e, s.args[0].second, s.dtype);
+    else if (s.dtype == DType::f16)
+      e = fmt::format("gridspan::fused::round_f16({})", e);
+    else if (s.dtype == DType::bf16)
+      e = fmt::format("gridspan::fused::round_bf16({})", e);
+    else if (s.op != EwOp::where)
+      e = fmt::format("({})({})", reg(s.dtype), e);
+    return fmt::format("  const {} v{} = {};\n", reg(s.dtype), i, e);
+  }
+
+  const Program& p_;
+};
+
+}  // namespace
+
+const Leaf& Program::target_access() const {
+  return target.access;
+}
+
+std::string Program::source(const std::string& name) const {
+  return SourceWriter(*this).write(name);
+}
+
+std::string Program::annotation() const {
+  const int rank = shape.rank();
+  std::string binding = "global ";
+  if (rank == 0)
+    binding += "t";
+  else {
+    binding += "[";
+    for (int k = rank - 1; k >= 0; --k) binding += axis_name(k) + (k ? ", " : "");
+    binding += "]";
+  }
+  const char* mode = target.also_read ? "readwrite" : target.fresh ? "overwrite" : "write";
+  std::string a = binding + " => " + rule(target.access, mode, "out");
+  for (std::size_t l = 0; l < leaves.size(); ++l)
+    a += ", " + rule(leaves[l], "read", fmt::format("L{}", l));
+  return a;
+}
+
+}  // namespace gridspan::array

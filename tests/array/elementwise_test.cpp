@@ -1,0 +1,182 @@
+// Elementwise operations of the array library: values against a host reference, NumPy's
+// promotion and broadcasting, fusion counted in launches, and lazy results that read the
+// values they were built from.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "gridspan/gridspan.hpp"
+#include "support/devices.hpp"
+#include "support/random.hpp"
+
+namespace gridspan {
+namespace {
+
+namespace gs = gridspan;
+
+gs::Config quiet(int devices) {
+  return test::quiet_config(devices);
+}
+
+template <class T>
+std::vector<T> randoms(std::size_t n, uint64_t salt) {
+  auto g = test::rng(salt);
+  return test::random_vector<T>(n, g);
+}
+
+static_assert(std::is_same_v<decltype(std::declval<gs::Array<float>>() * 2.0), gs::Array<float>>);
+static_assert(
+    std::is_same_v<decltype(std::declval<gs::Array<int32_t>>() * 2.5), gs::Array<double>>);
+static_assert(
+    std::is_same_v<decltype(std::declval<gs::Array<int32_t>>() + std::declval<gs::Array<float>>()),
+                   gs::Array<double>>);
+static_assert(
+    std::is_same_v<decltype(std::declval<gs::Array<int16_t>>() + std::declval<gs::Array<float>>()),
+                   gs::Array<float>>);
+static_assert(
+    std::is_same_v<decltype(std::declval<gs::Array<uint8_t>>() + std::declval<gs::Array<int8_t>>()),
+                   gs::Array<int16_t>>);
+static_assert(std::is_same_v<decltype(std::declval<gs::Array<uint64_t>>() +
+                                      std::declval<gs::Array<int64_t>>()),
+                             gs::Array<double>>);
+static_assert(std::is_same_v<decltype(std::declval<gs::Array<gs::float16>>() +
+                                      std::declval<gs::Array<gs::bfloat16>>()),
+                             gs::Array<float>>);
+static_assert(std::is_same_v<decltype(std::declval<gs::Array<gs::float16>>() +
+                                      std::declval<gs::Array<int32_t>>()),
+                             gs::Array<gs::float16>>);
+static_assert(std::is_same_v<decltype(std::declval<gs::Array<gs::bfloat16>>() * 2.0),
+                             gs::Array<gs::bfloat16>>);
+static_assert(std::is_same_v<decltype(std::declval<gs::Array<int32_t>>() / 2), gs::Array<double>>);
+static_assert(
+    std::is_same_v<decltype(gs::sqrt(std::declval<gs::Array<int8_t>>())), gs::Array<gs::float16>>);
+static_assert(std::is_same_v<decltype(std::declval<gs::Array<float>>() < 1), gs::Array<bool>>);
+static_assert(std::is_same_v<decltype(std::declval<gs::Array<bool>>() + 1), gs::Array<int64_t>>);
+
+TEST(ArrayElementwise, AChainRunsAsOneKernelAndMatchesTheHost) {
+  gs::Context ctx(quiet(2));
+  const int64_t n = 5000;
+  auto av = randoms<float>(n, 1), bv = randoms<float>(n, 2), cv = randoms<float>(n, 3);
+  auto a = ctx.from_vector(av, {n}), b = ctx.from_vector(bv, {n}), c = ctx.from_vector(cv, {n});
+  const auto before = ctx.stats();
+  auto t = a * b + c;  // across statements
+  auto y = gs::tanh(t) * 0.5f - a;
+  EXPECT_EQ(ctx.stats().launches, before.launches);  // nothing ran yet
+  std::vector<float> got = y.to_vector();
+  EXPECT_EQ(ctx.stats().launches, before.launches + 1);
+  for (int64_t i = 0; i < n; ++i) {
+    const float want = std::tanh(av[i] * bv[i] + cv[i]) * 0.5f - av[i];
+    ASSERT_NEAR(got[i], want, 1e-6f) << "element " << i;
+  }
+}
+
+TEST(ArrayElementwise, BroadcastingFollowsNumPy) {
+  gs::Context ctx(quiet(3));
+  const int64_t n = 37, m = 11;
+  auto av = randoms<double>(n * m, 4), rv = randoms<double>(m, 5), cv = randoms<double>(n, 6);
+  auto a = ctx.from_vector(av, {n, m});
+  auto row = ctx.from_vector(rv, {m});
+  auto col = ctx.from_vector(cv, {n, 1});
+  auto got = (a - row * col).to_vector();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j)
+      ASSERT_EQ(got[i * m + j], av[i * m + j] - rv[j] * cv[i]) << i << "," << j;
+  auto outer = (row + col).to_vector();  // (m,) with (n, 1): (n, m)
+  ASSERT_EQ(outer.size(), std::size_t(n * m));
+  EXPECT_EQ(outer[3 * m + 7], rv[7] + cv[3]);
+  try {
+    auto bad = ctx.from_vector(randoms<double>(5, 7), {5});
+    (void)(a + bad);
+    ADD_FAILURE() << "no error";
+  } catch (const gs::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("{37, 11} and {5}"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ArrayElementwise, IntegersPromoteDivideAndWrapAsNumPy) {
+  gs::Context ctx(quiet(2));
+  auto a = ctx.from_vector<int32_t>({-7, 7, -7, 7, 2147483647, 5}, {6});
+  auto b = ctx.from_vector<int32_t>({3, 3, -3, -3, 1, 0}, {6});
+  EXPECT_EQ((a % b).to_vector(), (std::vector<int32_t>{2, 1, -1, -2, 0, 0}));
+  EXPECT_EQ((a + b).to_vector()[4], -2147483647 - 1);  // wraps
+  auto q = (a / b).to_vector();                        // true division: float64
+  EXPECT_DOUBLE_EQ(q[0], -7.0 / 3.0);
+  EXPECT_TRUE(std::isinf(q[5]));
+  EXPECT_EQ((a * 2.5).to_vector()[1], 17.5);
+  try {
+    auto small = ctx.from_vector<int8_t>({1, 2}, {2});
+    (void)(small + 300);
+    ADD_FAILURE() << "no error";
+  } catch (const gs::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("300 does not fit"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ArrayElementwise, SixteenBitFloatsComputeInFloatAndRoundOnce) {
+  EXPECT_EQ(float(gs::float16(2049.0f)), 2048.0f);
+  EXPECT_EQ(float(gs::float16(50257.0f)), 50272.0f);
+  EXPECT_EQ(float(gs::bfloat16(257.0f)), 256.0f);
+  EXPECT_EQ(float(gs::float16(257.0f)), 257.0f);
+  EXPECT_EQ(float(gs::bfloat16(79800.0f)), 79872.0f);
+  EXPECT_TRUE(std::isinf(float(gs::float16(79800.0f))));
+  gs::Context ctx(quiet(2));
+  auto h = ctx.from_vector<gs::float16>({gs::float16(1.0f), gs::float16(2048.0f)}, {2});
+  auto bf = ctx.from_vector<gs::bfloat16>({gs::bfloat16(1.0f), gs::bfloat16(256.0f)}, {2});
+  auto sum = h + bf;  // float32
+  EXPECT_EQ(sum.to_vector(), (std::vector<float>{2.0f, 2304.0f}));
+  auto h1 = (h + 1).to_vector();  // 2049 rounds to 2048 in float16
+  EXPECT_EQ(float(h1[1]), 2048.0f);
+  auto chained = ((h + 1) + 1).to_vector();  // each operation rounds: 2048 + 1 + 1 = 2048
+  EXPECT_EQ(float(chained[1]), 2048.0f);
+}
+
+TEST(ArrayElementwise, ALazyResultKeepsTheValuesItWasBuiltFrom) {
+  gs::Context ctx(quiet(2));
+  auto av = randoms<float>(1000, 8);
+  auto a = ctx.from_vector(av, {1000});
+  auto c = a + 1.0f;  // pending, reads a
+  a += 5.0f;          // writes a: c is launched first
+  auto cv = c.to_vector(), now = a.to_vector();
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_EQ(cv[i], av[i] + 1.0f);
+    ASSERT_EQ(now[i], av[i] + 5.0f);
+  }
+  a.copy_from(av);  // a write through the runtime API settles readers too
+  auto d = a * 2.0f;
+  a.copy_from(std::vector<float>(1000, 3.0f));
+  EXPECT_EQ(d.to_vector()[10], av[10] * 2.0f);
+}
+
+TEST(ArrayElementwise, ASubexpressionUsedTwiceIsComputedOnceAndKernelsAreCachedByShape) {
+  gs::Context ctx(quiet(2));
+  auto a = ctx.from_vector(randoms<float>(300, 9), {300});
+  auto t = gs::exp(a);
+  auto y1 = (t * t + t).to_vector();
+  const auto compiled = ctx.stats().kernels_compiled;
+  auto b = ctx.from_vector(randoms<float>(300, 10), {300});
+  auto u = gs::exp(b * 1.0f);  // another shape of expression: a new kernel
+  (void)u.to_vector();
+  EXPECT_EQ(ctx.stats().kernels_compiled, compiled + 1);
+  auto t2 = gs::exp(b);
+  auto y2 = (t2 * t2 + t2).to_vector();  // the same shape as y1's: no compile
+  EXPECT_EQ(ctx.stats().kernels_compiled, compiled + 1);
+  EXPECT_FLOAT_EQ(
+      y2[0], std::exp(b.to_vector()[0]) * std::exp(b.to_vector()[0]) + std::exp(b.to_vector()[0]));
+}
+
+TEST(ArrayElementwise, ArangeAndLinspace) {
+  gs::Context ctx(quiet(2));
+  EXPECT_EQ(gs::arange<int32_t>(ctx, 5).to_vector(), (std::vector<int32_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(gs::arange<double>(ctx, 1, 2, 0.25).to_vector(),
+            (std::vector<double>{1, 1.25, 1.5, 1.75}));
+  auto l = gs::linspace<double>(ctx, 0, 1, 7).to_vector();
+  ASSERT_EQ(l.size(), 7u);
+  EXPECT_EQ(l.back(), 1.0);
+  EXPECT_DOUBLE_EQ(l[3], 0.5);
+  auto grid = (gs::arange<float>(ctx, 4) + gs::zeros<float>(ctx, {3, 4})).to_vector();
+  EXPECT_EQ(grid[5], 1.0f);
+  EXPECT_THROW(gs::arange<float>(ctx, 0, 1, 0), gs::Error);
+}
+
+}  // namespace
+}  // namespace gridspan
