@@ -50,6 +50,8 @@ void Driver::end() {
   } catch (...) {
     unreported = std::current_exception();
   }
+  // The library's kernels go while the devices they were loaded on are still there.
+  library_state.reset();
   runner.reset();  // devices, and under mpirun the session on every rank, go
   if (unreported) std::rethrow_exception(unreported);
 }

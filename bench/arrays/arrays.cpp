@@ -1,0 +1,129 @@
+// gridspan's side of the array benchmarks (bench/arrays/README.md): the same operations as
+// cupy_baseline.py and numpy_baseline.py, float32, printed as the same JSON lines with
+// "library": "gridspan", so that compare.py puts them side by side.
+//
+//   bench_arrays [--sizes 12 20 28] [--reps 20]
+// gpu_ms: the median over R calls of one call's wall time from its launch to the end of a
+// synchronize (it includes the launch; CuPy's gpu_ms does not); wall_us_per_call: a loop of
+// R calls ending with one synchronize, divided by R.
+#include <gridspan/gridspan.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace gs = gridspan;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+std::vector<float> random_floats(int64_t n, uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+struct Timing {
+  double call_ms;
+  double wall_us;
+};
+
+// `call` returns an array whose values it asks for (a launch, not a read).
+Timing time_calls(gs::Context& ctx, int reps, const std::function<void()>& call) {
+  for (int i = 0; i < 3; ++i) call();
+  ctx.synchronize();
+  std::vector<double> each;
+  for (int i = 0; i < reps; ++i) {
+    const auto t = Clock::now();
+    call();
+    ctx.synchronize();
+    each.push_back(ms_since(t));
+  }
+  std::sort(each.begin(), each.end());
+  const auto t = Clock::now();
+  for (int i = 0; i < reps; ++i) call();
+  ctx.synchronize();
+  return {each[each.size() / 2], ms_since(t) * 1000.0 / reps};
+}
+
+void report(gs::Context& ctx, const char* bench, int64_t n, double bytes, Timing t) {
+  std::printf(
+      "{\"library\": \"gridspan\", \"bench\": \"%s\", \"n\": %lld, \"gpu_ms\": %.6f, "
+      "\"wall_us_per_call\": %.3f, \"bytes\": %.0f, \"gbps\": %.3f, \"backend\": \"%s\", "
+      "\"devices\": %d}\n",
+      bench, static_cast<long long>(n), t.call_ms, t.wall_us, bytes, bytes / t.call_ms / 1e6,
+      ctx.backend_name().c_str(), ctx.device_count());
+  std::fflush(stdout);
+}
+
+// Every element of `got` within `tol` (relative to the largest |want|) of `want`.
+void check(const char* bench, const std::vector<float>& got, const std::vector<double>& want) {
+  double scale = 0, worst = 0;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  for (std::size_t i = 0; i < want.size(); ++i)
+    worst = std::max(worst, std::abs(got[i] - want[i]) / std::max(scale, 1e-30));
+  if (worst > 1e-6) {
+    std::fprintf(stderr, "bench_arrays: %s is wrong (relative error %g)\n", bench, worst);
+    std::exit(1);
+  }
+}
+
+void run_size(gs::Context& ctx, int64_t n, int reps) {
+  const auto av = random_floats(n, 1), bv = random_floats(n, 2), cv = random_floats(n, 3);
+  auto a = ctx.from_vector(av, {n}), b = ctx.from_vector(bv, {n}), c = ctx.from_vector(cv, {n});
+  const int64_t sample = std::min<int64_t>(n, 1 << 16);
+  auto first = [&](const gs::Array<float>& x) {
+    auto v = x.to_vector();
+    v.resize(sample);
+    return v;
+  };
+  std::vector<double> add_ref(sample), chain_ref(sample);
+  for (int64_t i = 0; i < sample; ++i) {
+    add_ref[i] = double(av[i]) + bv[i];
+    chain_ref[i] = std::tanh(double(av[i]) * bv[i] + cv[i]) * 0.5 - av[i];
+  }
+  check("add", first(a + b), add_ref);
+  check("chain_fused", first(gs::tanh(a * b + c) * 0.5f - a), chain_ref);
+  gs::Array<float> out;
+  const double f = sizeof(float);
+  report(ctx, "copy", n, 2 * n * f, time_calls(ctx, reps, [&] {
+           out = (a + 0.0f);
+           out.handle();
+         }));
+  report(ctx, "add", n, 3 * n * f, time_calls(ctx, reps, [&] {
+           out = a + b;
+           out.handle();
+         }));
+  report(ctx, "chain_fused", n, 4 * n * f, time_calls(ctx, reps, [&] {
+           out = gs::tanh(a * b + c) * 0.5f - a;
+           out.handle();
+         }));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("gridspan's array benchmarks (JSON lines on stdout)");
+  std::vector<int> sizes{12, 20, 28};
+  int reps = 20;
+  app.add_option("--sizes", sizes, "log2 of the element counts");
+  app.add_option("--reps", reps, "timed calls per figure");
+  CLI11_PARSE(app, argc, argv);
+  return gs::run(argc, argv, [&](gs::Context& ctx) {
+    for (int k : sizes) run_size(ctx, int64_t(1) << k, reps);
+  });
+}
