@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -62,6 +63,28 @@ void settle_readers(ArrayStorage& storage) {
   storage.readers_kept = 0;
   for (auto& weak : readers)
     if (auto reader = weak.lock()) array_settle(*reader);
+}
+
+namespace {
+thread_local int t_no_sync = 0;
+}  // namespace
+
+void host_wait(const ArrayHandle& h, const char* what, const char* file, unsigned line) {
+  if (t_no_sync > 0)
+    throw Error(
+        fmt::format("{} at {}:{} waits for the devices inside a gs::NoSyncGuard; keep the "
+                    "value on the device (a 0-d array) or read it after the guard's scope",
+                    what, file, line));
+  const Config& config = h.driver->config();
+  if (!config.show_sync_warning) return;
+  const std::string place = fmt::format("{} at {}:{}", what, file, line);
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  {
+    std::lock_guard lock(mutex);
+    if (config.show_sync_warning_once && !said.insert(place).second) return;
+  }
+  logging::warn("the host waits for the devices: {} (GRIDSPAN_SHOW_SYNC_WARNING)", place);
 }
 
 namespace {
@@ -142,6 +165,13 @@ void set_param_layout(KernelState& state) {
 }
 
 }  // namespace detail
+
+NoSyncGuard::NoSyncGuard() {
+  ++detail::t_no_sync;
+}
+NoSyncGuard::~NoSyncGuard() {
+  --detail::t_no_sync;
+}
 
 void Event::wait() {
   if (driver_) driver_->wait(task_);

@@ -262,7 +262,11 @@ void assign(const std::shared_ptr<ArrayHandle>& target, const EwArg& value) {
   if (value.array) {
     if (value.array->driver != target->driver)
       throw Error("assigning an array of another gs::Context; copy it into this one's first");
-    const Dim b = array::broadcast(target->shape, value.array->shape);
+    Dim b;
+    try {
+      b = array::broadcast(target->shape, value.array->shape);
+    } catch (const Error&) {
+    }
     if (b != target->shape)
       throw Error(fmt::format("cannot assign an array of shape {} to one of shape {}",
                               value.array->shape.str(), target->shape.str()));

@@ -47,6 +47,9 @@ struct Ref {
 };
 /// An array a Program reads: storage axis b follows the output axis follows[b] (-1: it
 /// stays at the view's start, or 0), through the view's start and step when `general`.
+/// A linear leaf (a view made by reshape_in_place) instead follows per view axis k the
+/// output axis vfollows[k], and is read at its element number in the storage's row-major
+/// order.
 struct Leaf {
   std::shared_ptr<detail::ArrayStorage> storage;
   DType dtype = DType::f32;
@@ -54,6 +57,9 @@ struct Leaf {
   std::array<int, kMaxRank> follows{-1, -1, -1};
   bool general = false;
   detail::ViewMap view;
+  bool linear = false;
+  int vrank = 0;
+  std::array<int, kMaxRank> vfollows{-1, -1, -1};
 };
 struct Scalar {
   DType dtype = DType::f32;

@@ -160,6 +160,15 @@ class Arguments {
   }
   void view(const Leaf& l) {
     array(l.storage, l.dtype);
+    if (l.linear) {
+      const Dim& m = l.storage->meta->shape;
+      integer(l.view.offset);
+      for (int k = 0; k < l.vrank; ++k)
+        if (l.vfollows[k] >= 0) integer(l.view.strides[k]);
+      for (int b = 1; b < l.rank; ++b) integer(m[b]);
+      if (l.rank == 3) integer(m[1] * m[2]);
+      return;
+    }
     if (!l.general) return;
     for (int b = 0; b < l.rank; ++b) {
       integer(l.view.start[b]);

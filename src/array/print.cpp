@@ -533,3 +533,9 @@ std::string format_array(const void* values, DType dtype, const Dim& shape) {
 }
 
 }  // namespace gridspan::array
+
+namespace gridspan::detail {
+std::string format_array(const void* values, DType dtype, const Dim& shape) {
+  return array::format_array(values, dtype, shape);
+}
+}  // namespace gridspan::detail

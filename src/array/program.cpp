@@ -20,7 +20,8 @@ const Node* node_of(const ArrayHandle& h) {
 }
 
 bool same_view(const detail::ViewMap& a, const detail::ViewMap& b) {
-  return a.start == b.start && a.step == b.step && a.axis == b.axis;
+  return a.start == b.start && a.step == b.step && a.axis == b.axis && a.linear == b.linear &&
+         a.offset == b.offset && a.strides == b.strides;
 }
 
 // How the kernel indexes array `h` (settled) inside an output of rank `rank`.
@@ -31,6 +32,13 @@ Leaf leaf_of(const ArrayHandle& h, int rank) {
   leaf.rank = h.meta().shape.rank();
   leaf.general = h.is_view;
   leaf.view = h.view;
+  if (h.is_view && h.view.linear) {
+    leaf.linear = true;
+    leaf.vrank = h.shape.rank();
+    for (int k = 0; k < leaf.vrank; ++k)
+      if (h.shape[k] != 1) leaf.vfollows[k] = k + rank - leaf.vrank;
+    return leaf;
+  }
   for (int b = 0; b < leaf.rank; ++b) {
     const int k = h.is_view ? h.view.axis[b] : b;
     if (k < 0 || h.shape[k] == 1) continue;  // fixed at the view's start (0 for an array)
@@ -124,8 +132,12 @@ Program build_program(const Node& root, ArrayHandle& target, bool fresh) {
 
 namespace {
 void key_leaf(std::string& k, const Leaf& l) {
-  k += fmt::format("{}{}{}", static_cast<int>(l.dtype), l.rank, l.general ? 'v' : 'a');
+  k += fmt::format("{}{}{}", static_cast<int>(l.dtype), l.rank,
+                   l.linear    ? 'l'
+                   : l.general ? 'v'
+                               : 'a');
   for (int b = 0; b < l.rank; ++b) k += fmt::format(",{}", l.follows[b]);
+  for (int j = 0; j < l.vrank; ++j) k += fmt::format(".{}", l.vfollows[j]);
   k += ';';
 }
 }  // namespace
@@ -170,16 +182,41 @@ std::string index_expr(const Leaf& l, const std::string& name, int b) {
   const std::string a = axis_name(l.follows[b]);
   return l.general ? fmt::format("{} + {}*{}", start, step, a) : a;
 }
+// A linear leaf's element number in its storage.
+std::string linear_expr(const Leaf& l, const std::string& name) {
+  std::string s = "(" + name + "o";
+  for (int k = 0; k < l.vrank; ++k)
+    if (l.vfollows[k] >= 0) s += fmt::format(" + {}q{}*{}", name, k, axis_name(l.vfollows[k]));
+  return s + ")";
+}
+// A linear leaf's storage index on axis b (for the kernel; the annotation bounds it).
+std::string linear_index(const Leaf& l, const std::string& name, int b) {
+  const std::string lin = linear_expr(l, name);
+  if (l.rank == 1) return lin;
+  if (b == 0) return fmt::format("{} / {}m{}", lin, name, l.rank == 2 ? "1" : "12");
+  if (b == l.rank - 1) return fmt::format("{} % {}m{}", lin, name, b);
+  return fmt::format("({} / {}m2) % {}m1", lin, name, name);
+}
 std::string indices(const Leaf& l, const std::string& name) {
   std::string s;
-  for (int b = 0; b < l.rank; ++b) s += (b ? ", " : "") + index_expr(l, name, b);
+  for (int b = 0; b < l.rank; ++b)
+    s += (b ? ", " : "") + (l.linear ? linear_index(l, name, b) : index_expr(l, name, b));
+  return s;
+}
+// The annotation's indices of a linear leaf: the rows its element numbers reach, whole
+// along the other axes.
+std::string linear_region(const Leaf& l, const std::string& name) {
+  if (l.rank == 1) return linear_expr(l, name);
+  std::string s = linear_index(l, name, 0);
+  for (int b = 1; b < l.rank; ++b) s += fmt::format(", 0:{}m{} - 1", name, b);
   return s;
 }
 std::string element(const Leaf& l, const std::string& name) {
   return fmt::format("{}({})", name, indices(l, name));
 }
 std::string rule(const Leaf& l, const std::string& mode, const std::string& name) {
-  return l.rank == 0 ? mode + " " + name : fmt::format("{} {}[{}]", mode, name, indices(l, name));
+  if (l.rank == 0) return mode + " " + name;
+  return fmt::format("{} {}[{}]", mode, name, l.linear ? linear_region(l, name) : indices(l, name));
 }
 
 // A value of dtype `from` (in its register type) as the dtype `to` computes it.
@@ -326,6 +363,14 @@ class SourceWriter {
   }
   static std::string view_scalars(const Leaf& l, const std::string& name) {
     std::string s;
+    if (l.linear) {
+      s += fmt::format(", int64_t {}o", name);
+      for (int k = 0; k < l.vrank; ++k)
+        if (l.vfollows[k] >= 0) s += fmt::format(", int64_t {}q{}", name, k);
+      for (int b = 1; b < l.rank; ++b) s += fmt::format(", int64_t {}m{}", name, b);
+      if (l.rank == 3) s += fmt::format(", int64_t {}m12", name);
+      return s;
+    }
     if (!l.general) return s;
     for (int b = 0; b < l.rank; ++b) {
       s += fmt::format(", int64_t {}s{}", name, b);

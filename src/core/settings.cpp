@@ -75,6 +75,12 @@ const std::vector<Setting> kSettings = {
      "of one process); 0: never",
      "16384", 0, 2147483647},
     {"GRIDSPAN_CHECK", K::flag, &C::check, "checked mode for every kernel", "off"},
+    {"GRIDSPAN_SHOW_SYNC_WARNING", K::flag, &C::show_sync_warning,
+     "warn where the host waits for the devices (to_vector, item, printing), naming the "
+     "operation and the caller's line",
+     "off"},
+    {"GRIDSPAN_SHOW_SYNC_WARNING_ONCE", K::flag, &C::show_sync_warning_once,
+     "with GRIDSPAN_SHOW_SYNC_WARNING: once per place; off: every time", "on"},
     {"GRIDSPAN_LOG", K::level, &C::log_level, "error, warn, info, debug", "warn"},
     {"GRIDSPAN_TRACE", K::text, &C::trace_file,
      "write every task (kernel, kind, device, start, end, bytes) as Chrome/Perfetto trace JSON "

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <source_location>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -57,10 +59,15 @@ class Producer {
 
 /// Where a view's elements lie in its storage: along storage axis b at
 /// start[b] + step[b] * (the index on view axis axis[b]), or at start[b] where axis[b] < 0.
+/// A linear view (reshape_in_place) instead counts in the storage's row-major order: the
+/// element at view index v is the storage's element number offset + sum of strides[k] * v[k].
 struct ViewMap {
   Point start{0, 0, 0};
   std::array<int64_t, kMaxRank> step{1, 1, 1};
   std::array<int, kMaxRank> axis{-1, -1, -1};
+  bool linear = false;
+  int64_t offset = 0;
+  std::array<int64_t, kMaxRank> strides{0, 0, 0};
 };
 
 /// One array as the user holds it: its storage, or what will produce it (pending), or a
@@ -97,6 +104,62 @@ std::vector<ChunkSpec> array_chunks(const ArrayHandle& h);
 }  // namespace detail
 
 template <class T>
+class Array;
+
+/// A range of indices for Array::slice: lo to hi (exclusive) by step, as Python's lo:hi:step
+/// (negative lo and hi count from the end; a negative step walks backwards from lo).
+struct Range {
+  int64_t lo = 0, hi = 0, step = 1;
+};
+inline Range range(int64_t lo, int64_t hi, int64_t step = 1) {
+  return Range{lo, hi, step};
+}
+/// The whole of an axis in Array::slice (NumPy's `:`); called on an array, whether every
+/// element is true (array/reduce.hpp).
+struct AllTag {
+  template <class T>
+  auto operator()(const Array<T>& a) const;
+  template <class T>
+  auto operator()(const Array<T>& a, int axis, bool keepdims = false) const;
+};
+inline constexpr AllTag all{};
+
+/// One axis of a slice: an index (the axis goes), a range, or all of it.
+struct Index {
+  enum Kind : uint8_t { at, range, whole } kind = whole;
+  Range r;
+  Index(int64_t i) : kind(at), r{i, i + 1, 1} {}
+  Index(int i) : Index(static_cast<int64_t>(i)) {}
+  Index(Range rr) : kind(range), r(rr) {}
+  Index(AllTag) : kind(whole) {}
+};
+
+namespace detail {
+std::shared_ptr<ArrayHandle> view_slice(const std::shared_ptr<ArrayHandle>& h,
+                                        const std::vector<Index>& indices);
+std::shared_ptr<ArrayHandle> view_transpose(const std::shared_ptr<ArrayHandle>& h,
+                                            std::vector<int> axes);
+std::shared_ptr<ArrayHandle> view_reshape(const std::shared_ptr<ArrayHandle>& h, const Dim& shape);
+std::shared_ptr<ArrayHandle> array_reshape(const std::shared_ptr<ArrayHandle>& h, const Dim& shape);
+std::shared_ptr<ArrayHandle> array_copy(const std::shared_ptr<ArrayHandle>& h, DType dtype);
+bool is_contiguous(const ArrayHandle& h);
+/// Where a host read waits: says so under GRIDSPAN_SHOW_SYNC_WARNING, and throws inside a
+/// NoSyncGuard. `what` names the operation; `file` and `line` the caller's place.
+void host_wait(const ArrayHandle& h, const char* what, const char* file, unsigned line);
+}  // namespace detail
+
+/// While one lives, a host read on this thread (to_vector, item, printing) throws a gs::Error
+/// naming the operation: proof that a loop keeps its scalars on the devices.
+///   { gs::NoSyncGuard guard; for (...) { alpha = rs / pap; x += p * alpha; } }
+class NoSyncGuard {
+ public:
+  NoSyncGuard();
+  ~NoSyncGuard();
+  NoSyncGuard(const NoSyncGuard&) = delete;
+  NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+};
+
+template <class T>
 class Array {
  public:
   using value_type = T;
@@ -110,25 +173,60 @@ class Array {
   bool valid() const { return h_ != nullptr; }
 
   /// The whole array on the host (row-major); waits for the tasks that produce it.
-  std::vector<T> to_vector() const {
-    std::vector<T> out(static_cast<std::size_t>(size()));
-    detail::array_read(handle(), out.data(), out.size() * sizeof(T));
-    return out;
+  std::vector<T> to_vector(
+      const std::source_location& where = std::source_location::current()) const {
+    detail::host_wait(held(), "to_vector()", where.file_name(), where.line());
+    return read_all();
   }
   /// Overwrites the whole array from host data (row-major, size() elements).
   void copy_from(const std::vector<T>& values) {
     if (static_cast<int64_t>(values.size()) != size())
       throw Error(fmt::format("copy_from: got {} values for an array of shape {} ({} elements)",
                               values.size(), shape().str(), size()));
-    detail::array_write(handle(), values.data(), values.size() * sizeof(T));
+    if constexpr (std::is_same_v<T, bool>) {
+      const std::vector<unsigned char> bytes(values.begin(), values.end());
+      detail::array_write(handle(), bytes.data(), bytes.size());
+    } else {
+      detail::array_write(handle(), values.data(), values.size() * sizeof(T));
+    }
   }
   /// The value of a 0-d array (or of a one-element array); waits for it.
-  T item() const {
+  T item(const std::source_location& where = std::source_location::current()) const {
     if (size() != 1)
       throw Error(fmt::format("item(): the array has shape {} ({} elements); item() needs one",
                               shape().str(), size()));
-    return to_vector()[0];
+    detail::host_wait(held(), "item()", where.file_name(), where.line());
+    return read_all()[0];
   }
+
+  // ---- views and copies (array/views.hpp) ------------------------------------------------
+  /// A view: per axis an index (the axis goes), gs::range(lo, hi [, step]) or gs::all;
+  /// axes not named are whole. Writing through it writes this array.
+  template <class... I>
+  Array<T> slice(const I&... indices) const {
+    return Array<T>(detail::view_slice(h_, {Index(indices)...}));
+  }
+  /// The axes reversed, as a view.
+  Array<T> transpose() const { return Array<T>(detail::view_transpose(h_, {})); }
+  /// A copy with another shape of the same size.
+  Array<T> reshape(Dim shape) const { return Array<T>(detail::array_reshape(h_, shape)); }
+  /// The same elements seen with another shape, without a copy: contiguous arrays only.
+  Array<T> reshape_in_place(Dim shape) const { return Array<T>(detail::view_reshape(h_, shape)); }
+  /// A new, contiguous array holding the same values.
+  Array<T> copy() const { return Array<T>(detail::array_copy(h_, dtype_v<T>)); }
+  /// A copy converted to U (a float into an integer rounds toward zero, saturating; NaN is 0).
+  template <class U>
+  Array<U> astype() const {
+    return Array<U>(detail::array_copy(h_, dtype_v<U>));
+  }
+  /// Whether the elements lie one after another in row-major order (an axis of length one
+  /// never breaks that, as in Cumo).
+  bool is_contiguous() const { return detail::is_contiguous(held()); }
+  /// NumPy's view[...] = b: b (broadcast, converted) written into this array or view.
+  template <class B>
+  void assign(const B& b);
+  /// Every element of this array or view set to `value`.
+  void fill(T value);
   /// The handle with its values produced (a pending array's work launched).
   const detail::ArrayHandle& handle() const {
     detail::ArrayHandle& h = held();
@@ -141,6 +239,20 @@ class Array {
     return *h_;
   }
   const std::shared_ptr<detail::ArrayHandle>& shared() const { return h_; }
+
+  /// Every element on the host, without the sync checks (printing's read).
+  std::vector<T> read_all() const {
+    if (held().is_view) return copy().read_all();
+    if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> packs its bits
+      std::vector<unsigned char> bytes(static_cast<std::size_t>(size()));
+      detail::array_read(handle(), bytes.data(), bytes.size());
+      return std::vector<bool>(bytes.begin(), bytes.end());
+    } else {
+      std::vector<T> out(static_cast<std::size_t>(size()));
+      detail::array_read(handle(), out.data(), out.size() * sizeof(T));
+      return out;
+    }
+  }
 
  private:
   std::shared_ptr<detail::ArrayHandle> h_;

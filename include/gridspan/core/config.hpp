@@ -44,6 +44,10 @@ struct Config {
   std::string cache_dir;
   /// Checked mode for every kernel (GRIDSPAN_CHECK).
   bool check = false;
+  /// Warn where the host waits for the devices (GRIDSPAN_SHOW_SYNC_WARNING), once per place
+  /// unless GRIDSPAN_SHOW_SYNC_WARNING_ONCE is off.
+  bool show_sync_warning = false;
+  bool show_sync_warning_once = true;
   /// Bytes of chunks staged for tasks queued or running per device
   /// (GRIDSPAN_STAGING_BYTES); 0 = a quarter of the device's memory budget, at least 256 MiB.
   std::size_t staging_bytes = 0;
