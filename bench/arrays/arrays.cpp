@@ -82,6 +82,35 @@ void check(const char* bench, const std::vector<float>& got, const std::vector<d
   }
 }
 
+// Sums over everything, and over the last and the first axis of (n / 4096, 4096).
+void run_sums(gs::Context& ctx, const std::vector<float>& av, int64_t n, int reps) {
+  double total = 0;
+  for (float x : av) total += x;
+  auto a = ctx.from_vector(av, {n});
+  const float got = gs::sum(a).item();
+  if (std::abs(got - total) > 1e-4 * std::max(1.0, std::sqrt(double(n)))) {
+    std::fprintf(stderr, "bench_arrays: sum is wrong (%g, want %g)\n", got, total);
+    std::exit(1);
+  }
+  const double f = sizeof(float);
+  gs::Array<float> out;
+  report(ctx, "sum_all", n, n * f, time_calls(ctx, reps, [&] { out = gs::sum(a); }));
+  const int64_t row = 4096;
+  if (n < 2 * row) return;
+  auto a2 = ctx.from_vector(av, {n / row, row});
+  const float r0 = gs::sum(a2, 1).to_vector()[0], c0 = gs::sum(a2, 0).to_vector()[0];
+  double want_r = 0, want_c = 0;
+  for (int64_t j = 0; j < row; ++j) want_r += av[j];
+  for (int64_t i = 0; i < n / row; ++i) want_c += av[i * row];
+  if (std::abs(r0 - want_r) > 1e-3 ||
+      std::abs(c0 - want_c) > 1e-4 * std::sqrt(double(n / row)) + 1e-3) {
+    std::fprintf(stderr, "bench_arrays: axis sums are wrong\n");
+    std::exit(1);
+  }
+  report(ctx, "sum_last", n, n * f, time_calls(ctx, reps, [&] { out = gs::sum(a2, 1); }));
+  report(ctx, "sum_first", n, n * f, time_calls(ctx, reps, [&] { out = gs::sum(a2, 0); }));
+}
+
 void run_size(gs::Context& ctx, int64_t n, int reps) {
   const auto av = random_floats(n, 1), bv = random_floats(n, 2), cv = random_floats(n, 3);
   auto a = ctx.from_vector(av, {n}), b = ctx.from_vector(bv, {n}), c = ctx.from_vector(cv, {n});
@@ -112,6 +141,7 @@ void run_size(gs::Context& ctx, int64_t n, int reps) {
            out = gs::tanh(a * b + c) * 0.5f - a;
            out.handle();
          }));
+  run_sums(ctx, av, n, reps);
 }
 
 }  // namespace

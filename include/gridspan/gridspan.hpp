@@ -10,6 +10,7 @@
 #include "gridspan/array/create.hpp"
 #include "gridspan/array/elementwise.hpp"
 #include "gridspan/array/promote.hpp"
+#include "gridspan/array/reduce.hpp"
 #include "gridspan/array/views.hpp"
 #include "gridspan/core/config.hpp"
 #include "gridspan/core/dtype.hpp"

@@ -81,6 +81,13 @@ struct Target {
   bool also_read = false;  // the expression reads the target where it writes: readwrite
 };
 
+/// How an annotation sees the axes of a kernel's input: axis k as the expression lo[k], or as
+/// the range lo[k]..hi[k] when hi[k] is set (a reduction's thread reads many elements).
+struct AxisBounds {
+  std::array<std::string, kMaxRank> lo{"a0", "a1", "a2"};
+  std::array<std::string, kMaxRank> hi;
+};
+
 struct Program {
   Dim shape;
   DType dtype = DType::f32;
@@ -94,6 +101,12 @@ struct Program {
   /// The shape of the expression (operations, dtypes, broadcasts, views), not its values:
   /// equal keys, equal kernels.
   std::string key() const;
+  /// The leaves' and scalars' parameter declarations (", const gridspan::Vector<float> L0 ...").
+  std::string input_params() const;
+  /// The code of every step: `const float v3 = ...;`, reading axes a0, a1, a2.
+  std::string step_code() const;
+  /// ", read L0[...]" for every leaf, its axes bound as `ab` says.
+  std::string read_rules(const AxisBounds& ab) const;
   const Leaf& target_access() const;
   std::string source(const std::string& name) const;
   std::string annotation() const;
@@ -102,6 +115,8 @@ struct Program {
 /// The Program computing `root` (a pending array's Node) into `target` (of the root's shape
 /// and dtype), inlining the pending arrays under it and reading the others where they lie.
 Program build_program(const Node& root, ArrayHandle& target, bool fresh);
+/// The Program of `root`'s expression alone (its leaves, scalars and steps; no target).
+Program build_expression(const Node& root);
 /// Compiles (once per key) and launches `program` into its target.
 void launch_program(const std::shared_ptr<runtime::Driver>& driver, Program& program);
 

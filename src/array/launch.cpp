@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "array/expr.hpp"
+#include "array/launch.hpp"
 #include "backend/jit.hpp"
 #include "plan/planner.hpp"
 #include "runtime/driver.hpp"
@@ -47,15 +47,13 @@ class Library final : public runtime::LibraryState {
 
   void add_pending(const std::shared_ptr<ArrayHandle>& h) { add_weak(pending_, kept_, h); }
 
-  const Kernel& kernel(const std::shared_ptr<runtime::Driver>& driver, const Program& p) {
-    std::string key = p.key();
+  const Kernel& kernel(const std::shared_ptr<runtime::Driver>& driver, std::string key,
+                       const std::function<KernelDef(const std::string&)>& make) {
     auto it = kernels_.find(key);
     if (it != kernels_.end()) return it->second;
     backend::jit::Hasher hash;
     hash.add(key);
-    const std::string name = "gs_ew_" + hash.hex().substr(0, 16);
-    Kernel k = detail::compile_kernel(
-        driver, KernelDef::from_source(p.source(name), name).annotate(p.annotation()));
+    Kernel k = detail::compile_kernel(driver, make("gs_" + hash.hex().substr(0, 16)));
     return kernels_.emplace(std::move(key), std::move(k)).first->second;
   }
 
@@ -64,6 +62,8 @@ class Library final : public runtime::LibraryState {
   std::size_t kept_ = 0;
   std::unordered_map<std::string, Kernel> kernels_;
 };
+
+}  // namespace
 
 int64_t pow2_at_least(int64_t n) {
   int64_t p = 1;
@@ -124,6 +124,8 @@ std::vector<Superblock> chunk_superblocks(const plan::ArrayMeta& meta,
   return out;
 }
 
+namespace {
+
 WorkDistribution work_for(const Program& p, const std::array<int64_t, kMaxRank>& block,
                           int devices) {
   const ArrayHandle& t = *p.target.handle;
@@ -141,63 +143,12 @@ WorkDistribution work_for(const Program& p, const std::array<int64_t, kMaxRank>&
   return work::tiles(thread_dim(p.shape, tile));
 }
 
-// The launch's arguments, in the order Program::source declares the parameters.
-class Arguments {
- public:
-  void shape(const Dim& s) {
-    for (int k = 0; k < s.rank(); ++k) integer(s[k]);
-  }
-  void array(const std::shared_ptr<detail::ArrayStorage>& storage, DType dtype) {
-    auto& h = *handles_.emplace_back(std::make_unique<ArrayHandle>());
-    h.driver = storage->driver;
-    h.storage = storage;
-    h.dtype = dtype;
-    h.shape = storage->meta->shape;
-    detail::LaunchArg a;
-    a.array = &h;
-    a.dtype = dtype;
-    args_.push_back(a);
-  }
-  void view(const Leaf& l) {
-    array(l.storage, l.dtype);
-    if (l.linear) {
-      const Dim& m = l.storage->meta->shape;
-      integer(l.view.offset);
-      for (int k = 0; k < l.vrank; ++k)
-        if (l.vfollows[k] >= 0) integer(l.view.strides[k]);
-      for (int b = 1; b < l.rank; ++b) integer(m[b]);
-      if (l.rank == 3) integer(m[1] * m[2]);
-      return;
-    }
-    if (!l.general) return;
-    for (int b = 0; b < l.rank; ++b) {
-      integer(l.view.start[b]);
-      if (l.follows[b] >= 0) integer(l.view.step[b]);
-    }
-  }
-  void integer(int64_t v) {
-    detail::LaunchArg a;
-    a.dtype = DType::i64;
-    a.value = v;
-    a.bits = static_cast<uint64_t>(v);
-    args_.push_back(a);
-  }
-  void scalar(const Scalar& s) {
-    detail::LaunchArg a;
-    a.dtype = detail::is_16bit_float(s.dtype) ? DType::f32 : s.dtype;
-    a.is_float = detail::is_float(s.dtype);
-    a.value = s.value;
-    a.bits = s.bits;
-    args_.push_back(a);
-  }
-  const std::vector<detail::LaunchArg>& list() const { return args_; }
-
- private:
-  std::vector<std::unique_ptr<ArrayHandle>> handles_;
-  std::vector<detail::LaunchArg> args_;
-};
-
 }  // namespace
+
+const Kernel& cached_kernel(const std::shared_ptr<runtime::Driver>& driver, std::string key,
+                            const std::function<KernelDef(const std::string&)>& make) {
+  return Library::of(driver).kernel(driver, std::move(key), make);
+}
 
 void track_pending(const std::shared_ptr<ArrayHandle>& h) {
   Library::of(h->driver).add_pending(h);
@@ -218,7 +169,9 @@ void launch_program(const std::shared_ptr<runtime::Driver>& driver, Program& p) 
     target.storage = h->storage;
     p.target.access.storage = h->storage;
   }
-  const Kernel& kernel = Library::of(driver).kernel(driver, p);
+  const Kernel& kernel = cached_kernel(driver, p.key(), [&](const std::string& name) {
+    return KernelDef::from_source(p.source(name), name).annotate(p.annotation());
+  });
   Arguments args;
   args.shape(p.shape);
   args.view(p.target.access);

@@ -2,6 +2,7 @@
 // source and its annotation (key, source, annotation). The source reads each leaf through
 // its broadcast and view, computes every operation once in its own dtype (16-bit floats in
 // float, rounded after each), and writes the target.
+#include <cctype>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -109,6 +110,15 @@ class Builder {
 
 }  // namespace
 
+Program build_expression(const Node& root) {
+  Program p;
+  p.shape = root.shape;
+  p.dtype = root.dtype;
+  Builder builder(p);
+  p.result = builder.step(root);
+  return p;
+}
+
 Program build_program(const Node& root, ArrayHandle& target, bool fresh) {
   Program p;
   p.shape = root.shape;
@@ -136,8 +146,10 @@ void key_leaf(std::string& k, const Leaf& l) {
                    l.linear    ? 'l'
                    : l.general ? 'v'
                                : 'a');
-  for (int b = 0; b < l.rank; ++b) k += fmt::format(",{}", l.follows[b]);
-  for (int j = 0; j < l.vrank; ++j) k += fmt::format(".{}", l.vfollows[j]);
+  for (int b = 0; b < l.rank; ++b)
+    k += fmt::format(",{}{}", l.follows[b], l.general && l.view.step[b] < 0 ? "-" : "");
+  for (int j = 0; j < l.vrank; ++j)
+    k += fmt::format(".{}{}", l.vfollows[j], l.view.strides[j] < 0 ? "-" : "");
   k += ';';
 }
 }  // namespace
@@ -218,6 +230,70 @@ std::string rule(const Leaf& l, const std::string& mode, const std::string& name
   if (l.rank == 0) return mode + " " + name;
   return fmt::format("{} {}[{}]", mode, name, l.linear ? linear_region(l, name) : indices(l, name));
 }
+
+// ---- the annotation of a reduction's input: an axis may be a range of the thread's elements
+
+std::string substitute(const std::string& e, int k, const std::string& with) {
+  std::string out = e, from = axis_name(k);
+  for (std::size_t at = out.find(from); at != std::string::npos; at = out.find(from, at)) {
+    const bool whole = at + from.size() >= out.size() || !std::isdigit(out[at + from.size()]);
+    if (whole)
+      out.replace(at, from.size(), "(" + with + ")"), at += with.size() + 2;
+    else
+      at += from.size();
+  }
+  return out;
+}
+// `e` with every axis bound as `ab` says; with lo_end, a ranged axis at the end that makes e
+// smallest (e grows with the axis when `grows`), else largest.
+std::string bound(std::string e, const AxisBounds& ab, bool low_end, bool grows) {
+  for (int k = 0; k < kMaxRank; ++k) {
+    const bool ranged = !ab.hi[k].empty();
+    e = substitute(e, k, ranged && (low_end != grows) ? ab.hi[k] : ab.lo[k]);
+  }
+  return e;
+}
+bool grows_along_range(const Leaf& l, int b, const AxisBounds& ab) {
+  if (l.linear) {
+    for (int k = 0; k < l.vrank; ++k)
+      if (l.vfollows[k] >= 0 && !ab.hi[l.vfollows[k]].empty()) return l.view.strides[k] >= 0;
+    return true;
+  }
+  return !l.general || l.view.step[b] >= 0;
+}
+std::string ranged(const std::string& e, const Leaf& l, int b, const AxisBounds& ab) {
+  const bool grows = grows_along_range(l, b, ab);
+  const std::string lo = bound(e, ab, true, grows), hi = bound(e, ab, false, grows);
+  return lo == hi ? lo : lo + " : " + hi;
+}
+
+}  // namespace
+
+std::string Program::read_rules(const AxisBounds& ab) const {
+  std::string a;
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    const Leaf& l = leaves[i];
+    const std::string name = fmt::format("L{}", i);
+    a += ", ";
+    if (l.rank == 0) {
+      a += "read " + name;
+      continue;
+    }
+    std::string idx;
+    if (l.linear) {
+      idx = l.rank == 1 ? ranged(linear_expr(l, name), l, 0, ab)
+                        : ranged(linear_index(l, name, 0), l, 0, ab);
+      for (int b = 1; b < l.rank; ++b) idx += fmt::format(", 0:{}m{} - 1", name, b);
+    } else {
+      for (int b = 0; b < l.rank; ++b)
+        idx += (b ? ", " : "") + ranged(index_expr(l, name, b), l, b, ab);
+    }
+    a += fmt::format("read {}[{}]", name, idx);
+  }
+  return a;
+}
+
+namespace {
 
 // A value of dtype `from` (in its register type) as the dtype `to` computes it.
 std::string convert(const std::string& v, DType from, DType to) {
@@ -334,7 +410,7 @@ class SourceWriter {
     std::string guard;
     for (int k = 0; k < rank; ++k) guard += fmt::format("{}a{} >= n{}", k ? " || " : "", k, k);
     if (rank) body += fmt::format("  if ({}) return;\n", guard);
-    for (std::size_t s = 0; s < p_.steps.size(); ++s) body += step(s);
+    body += steps();
     body += fmt::format("  gridspan::fused::store({}, v{});\n", element(p_.target_access(), "out"),
                         p_.result.index);
     return fmt::format(
@@ -343,12 +419,13 @@ class SourceWriter {
         name, params(), body);
   }
 
- private:
-  std::string params() const {
+  std::string steps() const {
+    std::string body;
+    for (std::size_t s = 0; s < p_.steps.size(); ++s) body += step(s);
+    return body;
+  }
+  std::string input_params() const {
     std::string s;
-    for (int k = 0; k < p_.shape.rank(); ++k) s += fmt::format(", int64_t n{}", k);
-    s += ", " + view_param(p_.target_access(), "out", false);
-    s += view_scalars(p_.target_access(), "out");
     for (std::size_t l = 0; l < p_.leaves.size(); ++l) {
       const std::string name = fmt::format("L{}", l);
       s += ", " + view_param(p_.leaves[l], name, true) + view_scalars(p_.leaves[l], name);
@@ -356,6 +433,15 @@ class SourceWriter {
     for (std::size_t i = 0; i < p_.scalars.size(); ++i)
       s += fmt::format(", {} S{}", reg(p_.scalars[i].dtype), i);
     return s;
+  }
+
+ private:
+  std::string params() const {
+    std::string s;
+    for (int k = 0; k < p_.shape.rank(); ++k) s += fmt::format(", int64_t n{}", k);
+    s += ", " + view_param(p_.target_access(), "out", false);
+    s += view_scalars(p_.target_access(), "out");
+    return s + input_params();
   }
   static std::string view_param(const Leaf& l, const std::string& name, bool read_only) {
     return fmt::format("{}gridspan::{}<{}> {}", read_only ? "const " : "", kViewKinds[l.rank],
@@ -431,6 +517,13 @@ class SourceWriter {
 };
 
 }  // namespace
+
+std::string Program::input_params() const {
+  return SourceWriter(*this).input_params();
+}
+std::string Program::step_code() const {
+  return SourceWriter(*this).steps();
+}
 
 const Leaf& Program::target_access() const {
   return target.access;

@@ -98,6 +98,33 @@ GRIDSPAN_HD T neg(T a) {
   }
 }
 
+// ---- identities of min and max ------------------------------------------------------------
+template <class T>
+GRIDSPAN_HD T highest() {
+  if constexpr (detail::is_integer<T>::value) {
+    if constexpr (detail::is_same<T, bool>::value) return true;
+    using U = typename unsigned_of<T>::type;
+    return static_cast<T>(~U(0) >> (detail::is_signed<T>::value ? 1 : 0));
+  } else {
+    const unsigned long long bits = sizeof(T) == 4 ? 0x7F800000ull : 0x7FF0000000000000ull;  // +inf
+    T v;
+    memcpy(&v, &bits, sizeof(T));
+    return v;
+  }
+}
+template <class T>
+GRIDSPAN_HD T lowest() {
+  if constexpr (detail::is_integer<T>::value) {
+    if constexpr (detail::is_same<T, bool>::value) return false;
+    if constexpr (!detail::is_signed<T>::value)
+      return T(0);
+    else
+      return static_cast<T>(-highest<T>() - 1);
+  } else {
+    return -highest<T>();
+  }
+}
+
 // ---- conversions --------------------------------------------------------------------------
 template <class T>
 struct limits;

@@ -1,0 +1,89 @@
+// What launching generated kernels takes, shared by elementwise and reduction programs: the
+// kernel cache, the block and superblocks of a launch along an array's chunks, and the
+// arguments in the order the generated source declares them.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "array/expr.hpp"
+#include "plan/planner.hpp"
+
+namespace gridspan::array {
+
+/// The kernel `make(name)` defines, compiled once per `key` in this context.
+const Kernel& cached_kernel(const std::shared_ptr<runtime::Driver>& driver, std::string key,
+                            const std::function<KernelDef(const std::string&)>& make);
+int64_t pow2_at_least(int64_t n);
+/// Per array axis, the gcd of the chunk boundaries inside the array (0: none).
+std::array<int64_t, kMaxRank> chunk_grain(const plan::ArrayMeta& meta);
+/// 256 threads, the fastest axis first, each axis a power of two dividing its grain.
+std::array<int64_t, kMaxRank> choose_block(const Dim& shape,
+                                           const std::array<int64_t, kMaxRank>& grain);
+/// Thread-space Dims (x fastest) of an array-axis triple.
+Dim thread_dim(const Dim& shape, const std::array<int64_t, kMaxRank>& per_axis);
+/// One superblock per chunk's owned box (in blocks of `block`, x fastest), on its device.
+std::vector<Superblock> chunk_superblocks(const plan::ArrayMeta& meta,
+                                          const std::array<int64_t, kMaxRank>& block);
+
+// The launch's arguments, in the order Program::source declares the parameters.
+class Arguments {
+ public:
+  void shape(const Dim& s) {
+    for (int k = 0; k < s.rank(); ++k) integer(s[k]);
+  }
+  void array(const std::shared_ptr<detail::ArrayStorage>& storage, DType dtype) {
+    auto& h = *handles_.emplace_back(std::make_unique<ArrayHandle>());
+    h.driver = storage->driver;
+    h.storage = storage;
+    h.dtype = dtype;
+    h.shape = storage->meta->shape;
+    detail::LaunchArg a;
+    a.array = &h;
+    a.dtype = dtype;
+    args_.push_back(a);
+  }
+  void view(const Leaf& l) {
+    array(l.storage, l.dtype);
+    if (l.linear) {
+      const Dim& m = l.storage->meta->shape;
+      integer(l.view.offset);
+      for (int k = 0; k < l.vrank; ++k)
+        if (l.vfollows[k] >= 0) integer(l.view.strides[k]);
+      for (int b = 1; b < l.rank; ++b) integer(m[b]);
+      if (l.rank == 3) integer(m[1] * m[2]);
+      return;
+    }
+    if (!l.general) return;
+    for (int b = 0; b < l.rank; ++b) {
+      integer(l.view.start[b]);
+      if (l.follows[b] >= 0) integer(l.view.step[b]);
+    }
+  }
+  void integer(int64_t v) {
+    detail::LaunchArg a;
+    a.dtype = DType::i64;
+    a.value = v;
+    a.bits = static_cast<uint64_t>(v);
+    args_.push_back(a);
+  }
+  void scalar(const Scalar& s) {
+    detail::LaunchArg a;
+    a.dtype = detail::is_16bit_float(s.dtype) ? DType::f32 : s.dtype;
+    a.is_float = detail::is_float(s.dtype);
+    a.value = s.value;
+    a.bits = s.bits;
+    args_.push_back(a);
+  }
+  const std::vector<detail::LaunchArg>& list() const { return args_; }
+  /// Appends the arguments to `out` (the handles stay with this object).
+  void list_into(std::vector<detail::LaunchArg>& out) const {
+    out.insert(out.end(), args_.begin(), args_.end());
+  }
+
+ private:
+  std::vector<std::unique_ptr<ArrayHandle>> handles_;
+  std::vector<detail::LaunchArg> args_;
+};
+
+}  // namespace gridspan::array

@@ -1,0 +1,510 @@
+// Reductions as a short series of generated kernels ("levels"), each reducing one axis of its
+// input by a fixed factor into a partials array, in a fixed order, so results are the same
+// run to run and on any number of devices:
+//   - the last axis (F1): a block of threads reads C = K x blockDim consecutive elements,
+//     each thread K of them, combined in the block by a tree in shared memory;
+//   - another axis (F2): each thread combines K consecutive elements of it.
+// The first level computes the input's elementwise expression where it reads it. A level's
+// partials follow the chunks of the input they come from, so each device reduces what it
+// holds; the last level writes the result. Every axis: the last axis is reduced until it
+// is gone, then the next.
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "array/expr.hpp"
+#include "array/launch.hpp"
+#include "gridspan/array/reduce.hpp"
+#include "gridspan/core/error.hpp"
+#include "gridspan/core/half.hpp"
+#include "runtime/driver.hpp"
+
+namespace gridspan::array {
+
+namespace {
+
+using detail::RedOp;
+
+// The dtype a reduction accumulates in.
+DType accumulator(RedOp op, DType in, DType out) {
+  switch (op) {
+    case RedOp::any:
+    case RedOp::all:
+      return DType::boolean;
+    case RedOp::count_nonzero:
+      return DType::i64;
+    case RedOp::min:
+    case RedOp::max:
+      return in;
+    case RedOp::prod:
+      return out;  // 16-bit floats do not widen
+    default:
+      return detail::is_16bit_float(out) ? DType::f32 : out;
+  }
+}
+
+std::string reg(DType d) {
+  return detail::is_16bit_float(d) ? "float" : dtype_cpp_name(d);
+}
+
+std::string convert(const std::string& v, DType from, DType to) {
+  if (from == to) return v;
+  if (to == DType::f16) return fmt::format("gridspan::fused::round_f16({})", v);
+  if (to == DType::bf16) return fmt::format("gridspan::fused::round_bf16({})", v);
+  return fmt::format("gridspan::fused::convert<{}>({})", dtype_cpp_name(to), v);
+}
+
+std::string identity(RedOp op, DType acc) {
+  const std::string r = reg(acc);
+  switch (op) {
+    case RedOp::prod:
+    case RedOp::all:
+      return fmt::format("({})1", r);
+    case RedOp::min:
+      return fmt::format("gridspan::fused::highest<{}>()", r);
+    case RedOp::max:
+      return fmt::format("gridspan::fused::lowest<{}>()", r);
+    default:
+      return fmt::format("({})0", r);
+  }
+}
+
+std::string combine(RedOp op, DType acc, const std::string& x, const std::string& y) {
+  const std::string r = reg(acc);
+  switch (op) {
+    case RedOp::prod: {
+      const std::string m = fmt::format("gridspan::fused::mul<{}>({}, {})", r, x, y);
+      return detail::is_16bit_float(acc) ? convert(m, DType::f32, acc) : m;
+    }
+    case RedOp::min:
+      return fmt::format("gridspan::ew::minimum({}, {})", x, y);
+    case RedOp::max:
+      return fmt::format("gridspan::ew::maximum({}, {})", x, y);
+    case RedOp::any:
+      return fmt::format("({} || {})", x, y);
+    case RedOp::all:
+      return fmt::format("({} && {})", x, y);
+    default:
+      return fmt::format("gridspan::fused::add<{}>({}, {})", r, x, y);
+  }
+}
+
+// A value of the first level's input as the accumulator takes it.
+std::string map_value(RedOp op, const std::string& v, DType in, DType acc) {
+  if (op == RedOp::count_nonzero) return fmt::format("(int64_t)({} != 0)", v);
+  return convert(v, in, acc);
+}
+
+struct Level {
+  bool last_axis = true;  // F1; else F2 along `axis`
+  int axis = 0;
+  Dim in;                // this level's input shape
+  Dim out;               // what it writes
+  int64_t K = 1, C = 1;  // elements per thread, per block (F1)
+  int64_t groups = 1;    // along the reduced axis: blocks (F1) or threads (F2)
+  int64_t block_x = 1;   // F1's threads per block
+  bool final = false;
+  bool drop = false;  // the reduced axis is not in `out`
+};
+
+struct Plan {
+  RedOp op;
+  DType in_dtype, acc, out_dtype;
+  double count = 1;  // elements per result (mean)
+  int axis;          // kAllAxes or one
+  bool keepdims;
+  Dim keep_shape;  // the final shape with keepdims
+};
+
+Dim without(const Dim& d, int axis) {
+  Dim out = Dim::of_rank(d.rank() - 1, 1);
+  for (int k = 0, j = 0; k < d.rank(); ++k)
+    if (k != axis) out[j++] = d[k];
+  return out;
+}
+Dim with_extent(Dim d, int axis, int64_t e) {
+  d[axis] = e;
+  return d;
+}
+
+int64_t largest_pow2_dividing(int64_t k, int64_t grain) {
+  while (grain != 0 && k > 1 && grain % k != 0) k /= 2;
+  return k;
+}
+
+// The next level for `in`, reducing axis `ax`; `grain`: the boundaries of the input's chunks
+// along it (0: none), which a group must not straddle.
+Level next_level(const Plan& plan, const Dim& in, int ax, bool gpu, int64_t grain) {
+  Level l;
+  l.in = in;
+  l.axis = ax;
+  l.last_axis = ax == in.rank() - 1;
+  const int64_t L = in[ax], other = std::max<int64_t>(1, in.volume() / std::max<int64_t>(L, 1));
+  if (l.last_axis) {
+    l.block_x = gpu ? 256 : 1;
+    const int64_t most_blocks = std::max<int64_t>(1, (gpu ? 4096 : 64) / other);
+    int64_t k = L <= l.block_x * 64 ? (L + l.block_x - 1) / l.block_x
+                                    : (L + l.block_x * most_blocks - 1) / (l.block_x * most_blocks);
+    k = pow2_at_least(std::max<int64_t>(k, 1));
+    if (grain != 0 && grain % l.block_x == 0) k = largest_pow2_dividing(k, grain / l.block_x);
+    l.K = k;
+    l.C = k * l.block_x;
+  } else {
+    const int64_t want_groups = std::max<int64_t>(1, (gpu ? (1 << 17) : 64) / other);
+    int64_t k = L <= 64 ? L : pow2_at_least((L + want_groups - 1) / want_groups);
+    if (grain != 0) k = largest_pow2_dividing(pow2_at_least(k), grain);
+    l.K = std::max<int64_t>(k, 1);
+    l.C = l.K;
+  }
+  l.groups = (L + l.C - 1) / l.C;
+  l.final = l.groups == 1 && (plan.axis != detail::kAllAxes || in.rank() == 1);
+  l.drop = l.groups == 1 && !(l.final && plan.keepdims);
+  l.out = l.drop ? without(in, ax) : with_extent(in, ax, l.groups);
+  if (l.final && plan.keepdims) l.out = plan.keep_shape;
+  return l;
+}
+
+// The output's indices in the kernel (and the annotation): the input's axis names with the
+// reduced one replaced by `group`, or dropped, or 0 (keepdims of an every-axis reduction).
+std::string out_indices(const Level& l, const Plan& plan, const std::array<std::string, 3>& names,
+                        const std::string& group) {
+  if (l.out.rank() == 0) return "";
+  std::string s;
+  if (l.final && plan.keepdims && plan.axis == detail::kAllAxes) {
+    for (int k = 0; k < l.out.rank(); ++k) s += k ? ", 0" : "0";
+    return s;
+  }
+  for (int k = 0; k < l.in.rank(); ++k) {
+    if (k == l.axis && l.drop) continue;
+    s += (s.empty() ? "" : ", ") +
+         (k == l.axis ? (l.groups == 1 ? std::string("0") : group) : names[k]);
+  }
+  return s;
+}
+
+const char* kViewKinds[] = {"Scalar", "Vector", "Matrix", "Tensor"};
+
+std::string post(const Plan& plan, const Level& l, const std::string& acc) {
+  if (!l.final) return acc;
+  std::string v = acc;
+  if (plan.op == RedOp::mean) v = fmt::format("({})({} / cnt)", reg(plan.acc), acc);
+  return convert(v, plan.acc, plan.out_dtype);
+}
+
+// The kernel source and annotation of one level.
+std::pair<std::string, std::string> level_kernel(const Plan& plan, const Level& l, const Program& p,
+                                                 bool first, const std::string& name) {
+  const int R = l.in.rank();
+  const DType out_dtype = l.final ? plan.out_dtype : plan.acc;
+  std::string sig;
+  for (int k = 0; k < R; ++k) sig += fmt::format(", int64_t n{}", k);
+  sig += fmt::format(", int64_t K, int64_t C, int64_t G, double cnt, gridspan::{}<{}> out",
+                     kViewKinds[l.out.rank()], dtype_cpp_name(out_dtype));
+  sig += p.input_params();
+  const std::string value = map_value(first ? plan.op : RedOp::sum,
+                                      fmt::format("v{}", p.result.index), p.dtype, plan.acc);
+  const std::string acc_t = reg(plan.acc);
+  std::string body, ann;
+  std::array<std::string, 3> names{"a0", "a1", "a2"};
+  AxisBounds ab;
+  if (l.last_axis) {
+    const char* bnames[] = {"bx", "by", "bz"};
+    std::string binding;
+    for (int t = 0; t < std::max(R, 1); ++t) binding += (t ? ", " : "") + std::string(bnames[t]);
+    for (int k = 0; k < R - 1; ++k) {
+      const char axis = "xyz"[R - 1 - k];
+      body += fmt::format("  const int64_t a{} = blockIdx.{};\n", k, axis);
+      names[k] = bnames[R - 1 - k];
+      ab.lo[k] = names[k];
+    }
+    ab.lo[R - 1] = "bx*C";
+    ab.hi[R - 1] = "bx*C + C - 1";
+    body += fmt::format(
+        "  const int64_t first = (int64_t)blockIdx.x * C + threadIdx.x;\n  {} acc = {};\n"
+        "  // the thread's elements, counted first, so the loads of an unrolled loop go ahead\n"
+        "  const int64_t left = n{} - first, count = left <= 0 ? 0 : "
+        "(left + blockDim.x - 1) / blockDim.x, J = count < K ? count : K;\n"
+        "#ifdef __CUDACC__\n#pragma unroll 8\n#endif\n"
+        "  for (int64_t j = 0; j < J; ++j) {{\n"
+        "    const int64_t a{} = first + j * (int64_t)blockDim.x;\n{}    acc = {};\n  }}\n",
+        acc_t, identity(plan.op, plan.acc), R - 1, R - 1, p.step_code(),
+        combine(plan.op, plan.acc, "acc", value));
+    body += fmt::format(
+        "#ifdef __CUDACC__\n  __shared__ {} sh[256];\n  sh[threadIdx.x] = acc;\n  "
+        "__syncthreads();\n"
+        "  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {{\n"
+        "    if (threadIdx.x < s) sh[threadIdx.x] = {};\n    __syncthreads();\n  }}\n"
+        "  if (threadIdx.x != 0) return;\n  acc = sh[0];\n#endif\n",
+        acc_t, combine(plan.op, plan.acc, "sh[threadIdx.x]", "sh[threadIdx.x + s]"));
+    const std::string oi = out_indices(l, plan, names, "bx");
+    body +=
+        fmt::format("  gridspan::fused::store(out({}), {});\n",
+                    out_indices(l, plan, {"a0", "a1", "a2"}, "blockIdx.x"), post(plan, l, "acc"));
+    ann = fmt::format("block [{}] => overwrite out{}", binding, oi.empty() ? "" : "[" + oi + "]");
+  } else {
+    std::string binding, guard;
+    for (int k = R - 1; k >= 0; --k) {
+      const char axis = "xyz"[R - 1 - k];
+      const std::string n = k == l.axis ? "g" : names[k];
+      binding += (k == R - 1 ? "" : ", ") + n;
+      body +=
+          fmt::format("  const int64_t {} = (int64_t)blockIdx.{} * blockDim.{} + threadIdx.{};\n",
+                      n, axis, axis, axis);
+      guard += fmt::format("{}{} >= {}", guard.empty() ? "" : " || ", n,
+                           k == l.axis ? std::string("G") : fmt::format("n{}", k));
+    }
+    ab.lo[l.axis] = "g*K";
+    ab.hi[l.axis] = "g*K + K - 1";
+    body += fmt::format(
+        "  if ({}) return;\n  {} acc = {};\n"
+        "  const int64_t J = n{} - g * K < K ? n{} - g * K : K;\n"
+        "#ifdef __CUDACC__\n#pragma unroll 8\n#endif\n"
+        "  for (int64_t j = 0; j < J; ++j) {{\n"
+        "    const int64_t a{} = g * K + j;\n{}    acc = {};\n  }}\n",
+        guard, acc_t, identity(plan.op, plan.acc), l.axis, l.axis, l.axis, p.step_code(),
+        combine(plan.op, plan.acc, "acc", value));
+    const std::string oi = out_indices(l, plan, names, "g");
+    body += fmt::format("  gridspan::fused::store(out({}), {});\n", oi, post(plan, l, "acc"));
+    ann = fmt::format("global [{}] => overwrite out{}", binding, oi.empty() ? "" : "[" + oi + "]");
+  }
+  ann += p.read_rules(ab);
+  std::string src = fmt::format(
+      "#include <gridspan/device/elementwise.hpp>\n#include <gridspan/device/fused.hpp>\n"
+      "__device__ void {}(dim3 blockIdx{}) {{\n{}}}\n",
+      name, sig, body);
+  return {src, ann};
+}
+
+// The storage the level's input mostly lies in: a plain leaf of the input's shape.
+const Leaf* guide_of(const Program& p, const Dim& in) {
+  for (const Leaf& l : p.leaves) {
+    if (l.general || l.linear || l.rank != in.rank() || l.storage->meta->shape != in) continue;
+    bool identity = true;
+    for (int b = 0; b < l.rank; ++b) identity = identity && (l.follows[b] == b || in[b] == 1);
+    if (identity) return &l;
+  }
+  return nullptr;
+}
+
+// The level's output distribution: the guide's chunks with the reduced axis divided by C
+// (dropped when it goes), when that cuts the output into disjoint boxes; else the default.
+DataDistribution out_distribution(const std::shared_ptr<runtime::Driver>& driver, const Level& l,
+                                  const Leaf* guide, DType dtype) {
+  if (guide && l.out.rank() > 0 && !(l.final && l.out.rank() != l.in.rank() - (l.drop ? 1 : 0))) {
+    std::vector<ChunkSpec> chunks;
+    bool ok = true;
+    for (const plan::ChunkMeta& c : guide->storage->meta->chunks) {
+      if (c.owned.empty()) continue;
+      Rect box(l.out.rank(), {0, 0, 0}, {1, 1, 1});
+      for (int k = 0, j = 0; k < l.in.rank(); ++k) {
+        if (k == l.axis && l.drop) continue;
+        int64_t lo = c.owned.lo[k], hi = c.owned.hi[k];
+        if (k == l.axis) {
+          ok = ok && lo % l.C == 0;
+          lo /= l.C, hi = (hi + l.C - 1) / l.C;
+          if (l.out[j] == 1) lo = 0, hi = 1;
+        }
+        box.lo[j] = lo, box.hi[j] = hi, ++j;
+      }
+      for (const ChunkSpec& o : chunks) ok = ok && !o.owned.overlaps(box);
+      chunks.push_back(ChunkSpec{box, box, c.device});
+    }
+    if (ok && !chunks.empty())
+      return dist::custom("reduction partials", [chunks](const Dim&, int) { return chunks; });
+  }
+  return detail::default_distribution(driver, dtype, l.out);
+}
+
+// Superblocks: one per output chunk, in the level's thread space.
+std::vector<Superblock> level_superblocks(const Level& l, const plan::ArrayMeta& out,
+                                          std::array<int64_t, 3>& block) {
+  const int R = l.in.rank();
+  std::vector<Superblock> sbs;
+  block = {1, 1, 1};
+  if (!l.last_axis) {
+    std::array<int64_t, 3> grain{0, 0, 0};
+    Dim threads = with_extent(l.in, l.axis, l.groups);
+    block = choose_block(threads, grain);
+  } else {
+    block[R - 1] = l.block_x;
+  }
+  for (const plan::ChunkMeta& c : out.chunks) {
+    if (c.owned.empty() && out.shape.rank() > 0) continue;
+    Rect r(R, {0, 0, 0}, {1, 1, 1});
+    for (int k = 0, j = 0; k < R; ++k) {
+      int64_t lo = 0, hi = 1;  // in groups along the reduced axis, else elements
+      const bool in_out = !(k == l.axis && l.drop) && out.shape.rank() > 0 &&
+                          !(l.final && out.shape.rank() != R - (l.drop ? 1 : 0));
+      if (in_out)
+        lo = c.owned.lo[j], hi = c.owned.hi[j], ++j;
+      else if (k != l.axis)
+        lo = 0, hi = l.in[k];
+      const int64_t e = l.last_axis ? 1 : block[k];
+      const int t = R - 1 - k;
+      r.lo[t] = lo / e;
+      r.hi[t] = (hi + e - 1) / e;
+    }
+    sbs.push_back(Superblock{r, c.device});
+    if (out.shape.rank() == 0 || (l.final && out.shape.rank() != R - (l.drop ? 1 : 0))) break;
+  }
+  return sbs;
+}
+
+// Runs one level: its input `in_h` (pending expression or array), into a new array.
+std::shared_ptr<ArrayHandle> run_level(const std::shared_ptr<runtime::Driver>& driver,
+                                       const Plan& plan, const std::shared_ptr<ArrayHandle>& in_h,
+                                       int ax, bool first, Level& l) {
+  Node root;
+  root.op = EwOp::cast;
+  root.dtype = in_h->dtype;
+  root.shape = in_h->shape;
+  Input in;
+  in.array = in_h;
+  in.as = in_h->dtype;
+  root.inputs.push_back(in);
+  Program p = build_expression(root);
+  const Leaf* guide = guide_of(p, in_h->shape);
+  int64_t grain = 0;
+  if (guide) grain = chunk_grain(*guide->storage->meta)[ax];
+  const bool gpu = driver->backend_name() == "cuda";
+  l = next_level(plan, in_h->shape, ax, gpu, grain);
+  const DType out_dtype = l.final ? plan.out_dtype : plan.acc;
+  auto out = detail::array_create(driver, out_dtype, l.out,
+                                  out_distribution(driver, l, guide, out_dtype), nullptr);
+  const std::string key = fmt::format("reduce{}:{}:{}:{}:{}:{}:{}:{}:{}|{}", int(plan.op),
+                                      int(plan.acc), int(out_dtype), l.last_axis, l.axis, l.final,
+                                      l.drop, plan.keepdims, l.out.rank(), p.key());
+  const Kernel& kernel = cached_kernel(driver, key, [&](const std::string& name) {
+    auto [src, ann] = level_kernel(plan, l, p, first, name);
+    return KernelDef::from_source(src, name).annotate(ann);
+  });
+  Arguments args;
+  args.shape(l.in);
+  args.integer(l.K);
+  args.integer(l.C);
+  args.integer(l.groups);
+  detail::LaunchArg cnt;
+  cnt.dtype = DType::f64;
+  cnt.is_float = true;
+  cnt.value = plan.count;
+  Leaf out_leaf;
+  out_leaf.storage = out->storage;
+  out_leaf.dtype = out_dtype;
+  std::vector<detail::LaunchArg> list;
+  args.list_into(list);
+  list.push_back(cnt);
+  Arguments tail;
+  tail.view(out_leaf);
+  for (const Leaf& leaf : p.leaves) tail.view(leaf);
+  for (const Scalar& s : p.scalars) tail.scalar(s);
+  tail.list_into(list);
+  std::array<int64_t, 3> block;
+  auto sbs = level_superblocks(l, out->meta(), block);
+  Dim threads = l.last_axis ? with_extent(l.in, l.axis, l.groups * l.block_x)
+                            : with_extent(l.in, l.axis, l.groups);
+  std::array<int64_t, 3> t3{threads.get(0), threads.get(1), threads.get(2)};
+  kernel.launch_packed(
+      thread_dim(threads, t3), thread_dim(threads, block),
+      work::custom("reduction", [sbs](const Dim&, const Dim&, int) { return sbs; }), list);
+  return out;
+}
+
+// `v` as `dtype`'s bytes.
+std::array<unsigned char, 8> value_bytes(DType dtype, double v) {
+  std::array<unsigned char, 8> b{};
+  auto put = [&](auto x) { std::memcpy(b.data(), &x, sizeof x); };
+  switch (dtype) {
+    case DType::f64:
+      put(v);
+      break;
+    case DType::f32:
+      put(static_cast<float>(v));
+      break;
+    case DType::f16:
+      put(float_to_half(static_cast<float>(v)));
+      break;
+    case DType::bf16:
+      put(float_to_bf16(static_cast<float>(v)));
+      break;
+    case DType::u64:
+      put(static_cast<uint64_t>(v));
+      break;
+    case DType::boolean:
+      put(v != 0);
+      break;
+    default:
+      put(static_cast<int64_t>(v));
+      break;
+  }
+  return b;
+}
+
+bool has_identity(RedOp op) {
+  return op != RedOp::min && op != RedOp::max;
+}
+
+}  // namespace
+
+}  // namespace gridspan::array
+
+namespace gridspan::detail {
+
+std::shared_ptr<ArrayHandle> reduce(RedOp op, DType result, const std::shared_ptr<ArrayHandle>& a,
+                                    int axis, bool keepdims) {
+  std::lock_guard lock(lazy_mutex());
+  const int R = a->shape.rank();
+  array::Plan plan{op, a->dtype, DType::f32, result, 1, axis, keepdims, Dim()};
+  plan.acc = array::accumulator(op, a->dtype, op == RedOp::mean ? result : result);
+  if (axis != kAllAxes) {
+    if (axis < -R || axis >= R)
+      throw Error(fmt::format("axis {} is out of range for an array of shape {} (rank {})", axis,
+                              a->shape.str(), R));
+    plan.axis = axis < 0 ? axis + R : axis;
+    plan.count = static_cast<double>(a->shape[plan.axis]);
+    plan.keep_shape = array::with_extent(a->shape, plan.axis, 1);
+  } else {
+    plan.count = static_cast<double>(a->shape.volume());
+    plan.keep_shape = Dim::of_rank(R, 1);
+  }
+  if (R == 0) {
+    auto as_array = elementwise(EwOp::cast, a->dtype, {EwArg{a}});
+    const bool nonzero = op == RedOp::any || op == RedOp::all || op == RedOp::count_nonzero;
+    auto v = nonzero ? elementwise(EwOp::ne, DType::boolean,
+                                   {EwArg{as_array}, EwArg{nullptr, ScalarKind::integer, 0, 0}})
+                     : as_array;
+    auto out = elementwise(EwOp::cast, result, {EwArg{v}});
+    array_settle(*out);
+    return out;
+  }
+  if (a->shape.volume() == 0) {
+    if (!array::has_identity(op))
+      throw Error(
+          fmt::format("{} of an empty array (shape {}): it has no identity; NumPy refuses "
+                      "it too",
+                      op == RedOp::min ? "min" : "max", a->shape.str()));
+    const Dim shape = keepdims
+                          ? plan.keep_shape
+                          : (plan.axis == kAllAxes ? Dim() : array::without(a->shape, plan.axis));
+    const double fill = op == RedOp::mean                         ? std::nan("")
+                        : (op == RedOp::prod || op == RedOp::all) ? 1.0
+                                                                  : 0.0;
+    const auto bytes = array::value_bytes(result, fill);
+    return array_create(a->driver, result, shape, default_distribution(a->driver, result, shape),
+                        bytes.data());
+  }
+  auto driver = a->driver;
+  std::shared_ptr<ArrayHandle> current = a;
+  bool first = true;
+  for (;;) {
+    const int ax = axis == kAllAxes ? current->shape.rank() - 1 : plan.axis;
+    array::Level level;
+    auto next = array::run_level(driver, plan, current, ax, first, level);
+    current = next;
+    first = false;
+    if (level.final) return current;
+    // Later levels reduce partials, which are in the accumulator's dtype.
+  }
+}
+
+}  // namespace gridspan::detail

@@ -1,0 +1,145 @@
+// Reductions: values against the host, integers exact on any number of devices, floats the
+// same run to run, NumPy's dtypes and Cumo's 16-bit examples, NaN in min and max, axes and
+// keepdims, expressions taken into the reduction's kernel, scalars that stay on the devices.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "gridspan/gridspan.hpp"
+#include "support/devices.hpp"
+#include "support/random.hpp"
+
+namespace gridspan {
+namespace {
+
+namespace gs = gridspan;
+
+static_assert(
+    std::is_same_v<decltype(gs::sum(std::declval<gs::Array<int8_t>>())), gs::Array<int64_t>>);
+static_assert(
+    std::is_same_v<decltype(gs::sum(std::declval<gs::Array<uint16_t>>())), gs::Array<uint64_t>>);
+static_assert(
+    std::is_same_v<decltype(gs::mean(std::declval<gs::Array<int32_t>>())), gs::Array<double>>);
+static_assert(std::is_same_v<decltype(gs::sum(std::declval<gs::Array<gs::float16>>())),
+                             gs::Array<gs::float16>>);
+static_assert(std::is_same_v<decltype(gs::all(std::declval<gs::Array<float>>())), gs::Array<bool>>);
+
+std::vector<double> randoms(std::size_t n, uint64_t salt) {
+  auto g = test::rng(salt);
+  return test::random_vector<double>(n, g);
+}
+
+TEST(ArrayReduce, SumsOverEverythingAndAnExpressionRunsInsideTheReduction) {
+  gs::Context ctx(test::quiet_config(1));
+  const int64_t n = 100003;
+  auto av = randoms(n, 1), bv = randoms(n, 2);
+  auto a = ctx.from_vector(av, {n}), b = ctx.from_vector(bv, {n});
+  double want = 0, want_dot = 0;
+  for (int64_t i = 0; i < n; ++i) want += av[i], want_dot += av[i] * bv[i];
+  auto s = gs::sum(a);
+  EXPECT_EQ(s.shape(), gs::Dim{});
+  EXPECT_NEAR(s.item(), want, 1e-9 * n);
+  auto c = (a * b).copy();
+  c.handle();
+  const auto before = ctx.stats().launches;
+  (void)gs::sum(c);
+  const auto plain = ctx.stats().launches - before;
+  auto dot = gs::sum(a * b);  // the product is computed in the reduction's first kernel
+  EXPECT_EQ(ctx.stats().launches - before - plain, plain);
+  EXPECT_NEAR(dot.item(), want_dot, 1e-9 * n);
+  EXPECT_EQ(gs::sum(a * b).item(), dot.item());  // the same run to run
+}
+
+TEST(ArrayReduce, IntegersAreExactOnOneTwoAndThreeDevices) {
+  const int64_t n = 70001;
+  std::vector<int32_t> v(n);
+  auto g = test::rng(3);
+  for (auto& x : v) x = static_cast<int32_t>(g() % 2000001) - 1000000;
+  const int64_t want = std::accumulate(v.begin(), v.end(), int64_t(0));
+  for (int devices : {1, 2, 3}) {
+    gs::Context ctx(test::quiet_config(devices));
+    auto a = ctx.from_vector(v, {n});
+    EXPECT_EQ(gs::sum(a).item(), want) << devices << " devices";
+    EXPECT_EQ(gs::count_nonzero(a % 7).item(),
+              std::count_if(v.begin(), v.end(), [](int32_t x) { return x % 7 != 0; }));
+    EXPECT_EQ(gs::max(a).item(), *std::max_element(v.begin(), v.end()));
+    EXPECT_EQ(gs::min(a).item(), *std::min_element(v.begin(), v.end()));
+    EXPECT_TRUE(gs::any(a > 999000).item());
+    EXPECT_FALSE(gs::all(a > -999000).item());
+  }
+}
+
+TEST(ArrayReduce, AxesAndKeepdims) {
+  gs::Context ctx(test::quiet_config(2));
+  const int64_t n = 37, m = 1100;
+  auto av = randoms(n * m, 4);
+  auto a = ctx.from_vector(av, {n, m});
+  auto rows = gs::sum(a, 1), cols = gs::sum(a, 0), last = gs::max(a, -1, true);
+  EXPECT_EQ(rows.shape(), (gs::Dim{n}));
+  EXPECT_EQ(cols.shape(), (gs::Dim{m}));
+  EXPECT_EQ(last.shape(), (gs::Dim{n, 1}));
+  auto rv = rows.to_vector(), cv = cols.to_vector(), lv = last.to_vector();
+  for (int64_t i = 0; i < n; ++i) {
+    double s = 0, mx = -1e300;
+    for (int64_t j = 0; j < m; ++j) s += av[i * m + j], mx = std::max(mx, av[i * m + j]);
+    ASSERT_NEAR(rv[i], s, 1e-9 * m) << i;
+    ASSERT_EQ(lv[i], mx) << i;
+  }
+  for (int64_t j = 0; j < m; ++j) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += av[i * m + j];
+    ASSERT_NEAR(cv[j], s, 1e-9 * n) << j;
+  }
+  auto t = ctx.from_vector(randoms(4 * 5 * 6, 5), {4, 5, 6});
+  auto tv = t.to_vector();
+  auto mid = gs::sum(t, 1, true).to_vector();  // (4, 1, 6)
+  ASSERT_EQ(mid.size(), 24u);
+  double s = 0;
+  for (int j = 0; j < 5; ++j) s += tv[(2 * 5 + j) * 6 + 3];
+  EXPECT_NEAR(mid[2 * 6 + 3], s, 1e-12);
+  EXPECT_NEAR(gs::mean(t).item(), std::accumulate(tv.begin(), tv.end(), 0.0) / 120, 1e-12);
+  EXPECT_THROW(gs::sum(t, 3), gs::Error);
+  EXPECT_THROW(gs::sum(t, -4), gs::Error);
+}
+
+TEST(ArrayReduce, CumosSixteenBitExamplesAndNaN) {
+  gs::Context ctx(test::quiet_config(1));
+  auto h = gs::ones<gs::float16>(ctx, {40000});
+  EXPECT_EQ(float(gs::sum(h).item()), 40000.0f);
+  auto bf = gs::ones<gs::bfloat16>(ctx, {40000});
+  EXPECT_EQ(float(gs::sum(bf).item()), 39936.0f);
+  auto p = ctx.from_vector<gs::float16>({gs::float16(300.0f), gs::float16(300.0f)}, {2});
+  EXPECT_TRUE(std::isinf(float(gs::prod(p).item())));  // prod does not widen
+  auto f = ctx.from_vector<float>({1.0f, std::nanf(""), -3.0f}, {3});
+  EXPECT_TRUE(std::isnan(gs::max(f).item()));
+  EXPECT_TRUE(std::isnan(gs::min(f).item()));
+  EXPECT_EQ(gs::max(gs::where(gs::isnan(f), 0.0f, f)).item(), 1.0f);
+  EXPECT_DOUBLE_EQ(gs::mean(ctx.from_vector<int32_t>({1, 2, 4}, {3})).item(), 7.0 / 3.0);
+  auto empty = ctx.from_vector<float>({}, {0});
+  EXPECT_EQ(gs::sum(empty).item(), 0.0f);
+  EXPECT_TRUE(std::isnan(gs::mean(empty).item()));
+  EXPECT_THROW(gs::max(empty), gs::Error);
+}
+
+TEST(ArrayReduce, ScalarsStayOnTheDevicesInAConjugateGradientStep) {
+  gs::Context ctx(test::quiet_config(2));
+  const int64_t n = 5000;
+  auto rv = randoms(n, 6), pv = randoms(n, 7);
+  auto r = ctx.from_vector(rv, {n}), p = ctx.from_vector(pv, {n});
+  auto x = gs::zeros<double>(ctx, {n});
+  {
+    gs::NoSyncGuard guard;
+    auto rs = gs::sum(r * r);
+    auto pap = gs::sum(p * p * 2.0);
+    auto alpha = rs / pap;  // 0-d, on the device
+    x += p * alpha;
+  }
+  double rs = 0, pap = 0;
+  for (int64_t i = 0; i < n; ++i) rs += rv[i] * rv[i], pap += pv[i] * pv[i] * 2;
+  auto xv = x.to_vector();
+  EXPECT_NEAR(xv[17], pv[17] * rs / pap, 1e-12);
+}
+
+}  // namespace
+}  // namespace gridspan
