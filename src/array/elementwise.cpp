@@ -334,3 +334,37 @@ std::shared_ptr<ArrayHandle> index_sequence(const std::shared_ptr<runtime::Drive
 }
 
 }  // namespace gridspan::detail
+
+namespace gridspan::detail {
+
+std::shared_ptr<ArrayHandle> random_array(const std::shared_ptr<runtime::Driver>& driver,
+                                          DType dtype, const Dim& shape, bool normal, uint64_t seed,
+                                          double lo, double hi) {
+  std::lock_guard lock(lazy_mutex());
+  auto node = std::make_shared<array::Node>();
+  node->op = normal ? EwOp::random_normal : EwOp::random_uniform;
+  node->dtype = dtype;
+  node->shape = shape;
+  array::Input s;
+  s.as = DType::u64;
+  s.value = static_cast<long double>(seed);
+  s.bits = seed;
+  node->inputs.push_back(s);
+  for (double v : {lo, hi}) {
+    array::Input in;
+    in.as = DType::f64;
+    in.value = v;
+    node->inputs.push_back(in);
+  }
+  node->params = 3;
+  auto h = std::make_shared<ArrayHandle>();
+  h->driver = driver;
+  h->dtype = dtype;
+  h->shape = shape;
+  h->producer = node;
+  h->pending.store(true, std::memory_order_release);
+  array_settle(*h);  // made on its own: its numbers count the elements of this array
+  return h;
+}
+
+}  // namespace gridspan::detail

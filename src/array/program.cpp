@@ -71,6 +71,7 @@ class Builder {
     s.op = n.op;
     s.dtype = n.dtype;
     if (n.op == EwOp::arange && n.shape[0] != 1) s.axis = p_.shape.rank() - 1;
+    if (n.op == EwOp::random_uniform || n.op == EwOp::random_normal) s.axis = p_.shape.rank();
     for (const Input& in : n.inputs)
       s.args.emplace_back(in.array ? walk(in.array) : scalar(in), in.as);
     p_.steps.push_back(std::move(s));
@@ -361,6 +362,9 @@ std::string op_expr(EwOp op, const std::vector<std::string>& a, DType as) {
       return a[0];
     case EwOp::arange:
       return "";  // SourceWriter::step writes it
+    case EwOp::random_uniform:
+    case EwOp::random_normal:
+      return "";  // SourceWriter::step writes them
     default:
       break;
   }
@@ -393,6 +397,21 @@ std::string op_expr(EwOp op, const std::vector<std::string>& a, DType as) {
   return call(functions.at(int(op)), a);
 }
 
+// A random number for the output's element (its row-major number in the output, which is
+// the random array itself: random arrays are made on their own). Uniform: lo + (hi - lo) * u
+// as one fused multiply-add, so every backend rounds it alike.
+std::string random_expr(const Step& s, const std::vector<std::string>& a) {
+  std::string lin = "0";
+  for (int k = 0; k < kMaxRank && k < s.axis; ++k)
+    lin = k == 0 ? "a0" : fmt::format("({}) * n{} + a{}", lin, k, k);
+  const bool wide = s.dtype == DType::f64;
+  const std::string t = wide ? "double" : "float";
+  if (s.op == EwOp::random_normal)
+    return fmt::format("gridspan::rng::normal_{}({}, {}, 1)", t, a[0], lin);
+  return fmt::format("{}(({})({} - {}), gridspan::rng::uniform_{}({}, {}, 0), ({}){})",
+                     wide ? "fma" : "fmaf", t, a[2], a[1], t, a[0], lin, t, a[1]);
+}
+
 class SourceWriter {
  public:
   explicit SourceWriter(const Program& p) : p_(p) {}
@@ -415,6 +434,7 @@ class SourceWriter {
                         p_.result.index);
     return fmt::format(
         "#include <gridspan/device/elementwise.hpp>\n#include <gridspan/device/fused.hpp>\n"
+        "#include <gridspan/device/random.hpp>\n"
         "__device__ void {}(dim3 blockIdx{}) {{\n{}}}\n",
         name, params(), body);
   }
@@ -497,7 +517,9 @@ class SourceWriter {
     for (const auto& [ref, as] : s.args) args.push_back(convert(value(ref), dtype_of(ref), as));
     const DType as = s.args.empty() ? s.dtype : s.args.back().second;
     std::string e = op_expr(s.op, args, as);
-    if (s.op == EwOp::arange) {
+    if (s.op == EwOp::random_uniform || s.op == EwOp::random_normal) {
+      e = random_expr(s, args);
+    } else if (s.op == EwOp::arange) {
       const std::string i = s.axis < 0 ? "0" : axis_name(s.axis);
       e = fmt::format("({} == {} ? {} : {} + (double){} * {})", i, args[3], args[2], args[0], i,
                       args[1]);

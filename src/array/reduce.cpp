@@ -508,3 +508,26 @@ std::shared_ptr<ArrayHandle> reduce(RedOp op, DType result, const std::shared_pt
 }
 
 }  // namespace gridspan::detail
+
+namespace gridspan::detail {
+
+std::shared_ptr<ArrayHandle> variance(DType result, const std::shared_ptr<ArrayHandle>& a, int axis,
+                                      int ddof, bool keepdims, bool root) {
+  if (!a) throw_null_array();
+  std::lock_guard lock(lazy_mutex());
+  const DType acc = is_16bit_float(result) ? DType::f32 : result;
+  auto x = elementwise(EwOp::cast, acc, {EwArg{a}});
+  auto m = reduce(RedOp::mean, acc, x, axis, true);
+  auto d = elementwise(EwOp::sub, acc, {EwArg{x}, EwArg{m}});
+  auto s =
+      reduce(RedOp::sum, acc, elementwise(EwOp::mul, acc, {EwArg{d}, EwArg{d}}), axis, keepdims);
+  const int R = a->shape.rank();
+  const int ax = axis == kAllAxes ? axis : (axis < 0 ? axis + R : axis);
+  const double count =
+      static_cast<double>(ax == kAllAxes ? a->shape.volume() : a->shape[ax]) - ddof;
+  auto v = elementwise(EwOp::div, acc, {EwArg{s}, EwArg{nullptr, ScalarKind::floating, count, 0}});
+  if (root) v = elementwise(EwOp::sqrt, acc, {EwArg{v}});
+  return elementwise(EwOp::cast, result, {EwArg{v}});
+}
+
+}  // namespace gridspan::detail

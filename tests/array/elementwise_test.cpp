@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "gridspan/device/random.hpp"
 #include "gridspan/gridspan.hpp"
 #include "support/devices.hpp"
 #include "support/random.hpp"
@@ -176,6 +177,39 @@ TEST(ArrayElementwise, ArangeAndLinspace) {
   auto grid = (gs::arange<float>(ctx, 4) + gs::zeros<float>(ctx, {3, 4})).to_vector();
   EXPECT_EQ(grid[5], 1.0f);
   EXPECT_THROW(gs::arange<float>(ctx, 0, 1, 0), gs::Error);
+}
+
+}  // namespace
+}  // namespace gridspan
+
+namespace gridspan {
+namespace {
+
+// Random arrays: element i is Philox's number for (seed, i), whatever the devices.
+TEST(ArrayRandom, ElementsDependOnlyOnSeedAndIndex) {
+  const uint64_t seed = test::base_seed() + 11;
+  std::vector<float> one;
+  for (int devices : {1, 3}) {
+    gs::Context ctx(test::quiet_config(devices));
+    auto u = gs::random::uniform<float>(ctx, {300, 70}, seed, -2.0, 3.0).to_vector();
+    if (one.empty()) one = u;
+    EXPECT_EQ(u, one) << devices << " devices";
+    double mean = 0;
+    for (float x : u) {
+      ASSERT_GE(x, -2.0f);
+      ASSERT_LE(x, 3.0f);
+      mean += x;
+    }
+    EXPECT_NEAR(mean / u.size(), 0.5, 0.05);
+    auto n = gs::random::normal<double>(ctx, {20000}, seed).to_vector();
+    double m = 0, v = 0;
+    for (double x : n) m += x, v += x * x;
+    m /= n.size();
+    EXPECT_NEAR(m, 0.0, 0.05);
+    EXPECT_NEAR(v / n.size() - m * m, 1.0, 0.05);
+  }
+  for (int64_t i : {0, 1, 69, 70, 12345})
+    EXPECT_EQ(one[i], std::fma(5.0f, rng::uniform_float(seed, i, 0), -2.0f)) << i;
 }
 
 }  // namespace

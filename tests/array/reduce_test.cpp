@@ -143,3 +143,34 @@ TEST(ArrayReduce, ScalarsStayOnTheDevicesInAConjugateGradientStep) {
 
 }  // namespace
 }  // namespace gridspan
+
+namespace gridspan {
+namespace {
+
+TEST(ArrayReduce, VarianceAndStandardDeviation) {
+  gs::Context ctx(test::quiet_config(2));
+  auto h = ctx.from_vector<gs::float16>(
+      {gs::float16(2000.0f), gs::float16(-2000.0f), gs::float16(1000.0f), gs::float16(-1000.0f)},
+      {4});
+  EXPECT_TRUE(std::isinf(float(gs::var(h).item())));
+  EXPECT_EQ(float(gs::std(h).item()), 1581.0f);        // sqrt(2.5e6) = 1581.1 in float16
+  EXPECT_EQ(float(gs::std(h, 0, 1).item()), 1826.0f);  // Cumo's stddev (ddof 1)
+  EXPECT_TRUE(std::isinf(float(gs::var(h, 0, 1).item())));
+  const int64_t n = 41, m = 300;
+  auto av = randoms(n * m, 8);
+  auto a = ctx.from_vector(av, {n, m});
+  auto v1 = gs::var(a, 1, 1).to_vector();
+  for (int64_t i = 0; i < n; i += 7) {
+    double mean = 0, ss = 0;
+    for (int64_t j = 0; j < m; ++j) mean += av[i * m + j];
+    mean /= m;
+    for (int64_t j = 0; j < m; ++j) ss += (av[i * m + j] - mean) * (av[i * m + j] - mean);
+    ASSERT_NEAR(v1[i], ss / (m - 1), 1e-12) << i;
+  }
+  auto ints = ctx.from_vector<int32_t>({1, 2, 3, 4}, {4});
+  EXPECT_DOUBLE_EQ(gs::var(ints).item(), 1.25);
+  EXPECT_DOUBLE_EQ(gs::std(ints, 0, 0, true).to_vector()[0], std::sqrt(1.25));
+}
+
+}  // namespace
+}  // namespace gridspan

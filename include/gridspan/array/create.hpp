@@ -78,4 +78,29 @@ Array<T> linspace(Context& ctx, double a, double b, int64_t n) {
       detail::index_sequence(detail::context_driver(ctx), dtype_v<T>, n, a, step, n > 0, b));
 }
 
+namespace detail {
+std::shared_ptr<ArrayHandle> random_array(const std::shared_ptr<runtime::Driver>& driver,
+                                          DType dtype, const Dim& shape, bool normal, uint64_t seed,
+                                          double lo, double hi);
+}  // namespace detail
+
+namespace random {
+/// Uniform numbers in [lo, hi) (it may round to hi). Element i (row-major) depends only on
+/// (seed, i): the same on any devices and backends (Philox4x32-10, counter-based).
+template <class T>
+Array<T> uniform(Context& ctx, Dim shape, uint64_t seed, double lo = 0.0, double hi = 1.0) {
+  static_assert(detail::is_float(dtype_v<T>), "random::uniform makes floating-point arrays");
+  return Array<T>(
+      detail::random_array(detail::context_driver(ctx), dtype_v<T>, shape, false, seed, lo, hi));
+}
+/// Standard normal numbers (Box-Muller on the same counter), element i depending only on
+/// (seed, i).
+template <class T>
+Array<T> normal(Context& ctx, Dim shape, uint64_t seed) {
+  static_assert(detail::is_float(dtype_v<T>), "random::normal makes floating-point arrays");
+  return Array<T>(
+      detail::random_array(detail::context_driver(ctx), dtype_v<T>, shape, true, seed, 0, 1));
+}
+}  // namespace random
+
 }  // namespace gridspan

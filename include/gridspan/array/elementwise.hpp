@@ -71,6 +71,8 @@ enum class EwOp : uint8_t {
   clip,
   cast,
   arange,  // start + i * step along the node's one axis (i == last: stop)
+  random_uniform,
+  random_normal,  // of the element's row-major number in the output
 };
 
 /// An argument of an elementwise operation: an array, or a C++ scalar and its kind.

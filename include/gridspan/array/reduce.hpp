@@ -53,6 +53,28 @@ GRIDSPAN_REDUCTION(any, any, DType::boolean)
 GRIDSPAN_REDUCTION(count_nonzero, count_nonzero, DType::i64)
 #undef GRIDSPAN_REDUCTION
 
+namespace detail {
+/// var (or std with `root`): the mean of squared deviations from the mean, divided by the
+/// count less `ddof`, computed in float32 for 16-bit floats (so squares never overflow
+/// there) and rounded once to `result`.
+std::shared_ptr<ArrayHandle> variance(DType result, const std::shared_ptr<ArrayHandle>& a, int axis,
+                                      int ddof, bool keepdims, bool root);
+}  // namespace detail
+
+/// Variance over every axis (0-d) or one axis; integers give float64.
+template <class T>
+auto var(const Array<T>& a, int axis = detail::kAllAxes, int ddof = 0, bool keepdims = false) {
+  constexpr DType D = detail::mean_dtype(dtype_v<T>);
+  return Array<type_of_dtype_t<D>>(detail::variance(D, a.shared(), axis, ddof, keepdims, false));
+}
+/// Standard deviation: the square root of var, taken before rounding to a 16-bit type (so
+/// float16 [2000, -2000, 1000, -1000] has an infinite var and a finite std).
+template <class T>
+auto std(const Array<T>& a, int axis = detail::kAllAxes, int ddof = 0, bool keepdims = false) {
+  constexpr DType D = detail::mean_dtype(dtype_v<T>);
+  return Array<type_of_dtype_t<D>>(detail::variance(D, a.shared(), axis, ddof, keepdims, true));
+}
+
 template <class T>
 auto AllTag::operator()(const Array<T>& a) const {
   return detail::reduce_array<detail::RedOp::all, DType::boolean>(a, detail::kAllAxes, false);
