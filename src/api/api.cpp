@@ -108,7 +108,7 @@ void array_write(const ArrayHandle& h, const void* src, std::size_t bytes) {
   require_whole(h, "copy_from");
   settle_readers(*h.storage);
   std::vector<unsigned char> data(bytes);
-  std::memcpy(data.data(), src, bytes);
+  if (bytes) std::memcpy(data.data(), src, bytes);
   h.driver->write_array(h.meta(), std::move(data));
 }
 
