@@ -148,11 +148,6 @@ void convert_scalar(const detail::EwArg& arg, DType as, Input& in) {
         static_cast<long long>(arg.value), dtype_name(as)));
 }
 
-const Node* node_of(const ArrayHandle& h) {
-  if (!h.pending.load(std::memory_order_acquire)) return nullptr;
-  return dynamic_cast<const Node*>(h.producer.get());
-}
-
 // What an input adds to a Node's limits: its own operations and parameters.
 void count_input(const Input& in, Node& node) {
   if (!in.array) {
@@ -199,6 +194,18 @@ std::shared_ptr<runtime::Driver> driver_of(const std::vector<detail::EwArg>& arg
 
 }  // namespace
 
+std::shared_ptr<ArrayHandle> pending_handle(const std::shared_ptr<runtime::Driver>& driver,
+                                            std::shared_ptr<Node> node) {
+  auto h = std::make_shared<ArrayHandle>();
+  h->driver = driver;
+  h->dtype = node->dtype;
+  h->shape = node->shape;
+  h->producer = std::move(node);
+  h->pending.store(true, std::memory_order_release);
+  track_pending(h);
+  return h;
+}
+
 void Node::produce(ArrayHandle& into) {
   Program program = build_program(*this, into, /*fresh=*/true);
   launch_program(into.driver, program);
@@ -237,14 +244,7 @@ std::shared_ptr<ArrayHandle> elementwise(EwOp op, DType result, std::vector<EwAr
     node->inputs.push_back(std::move(in));
   }
   array::keep_within_limits(*node);
-  auto h = std::make_shared<ArrayHandle>();
-  h->driver = driver;
-  h->dtype = node->dtype;
-  h->shape = node->shape;
-  h->producer = node;
-  h->pending.store(true, std::memory_order_release);
-  array::track_pending(h);
-  return h;
+  return array::pending_handle(driver, std::move(node));
 }
 
 }  // namespace gridspan::detail
@@ -323,14 +323,7 @@ std::shared_ptr<ArrayHandle> index_sequence(const std::shared_ptr<runtime::Drive
   end.bits = static_cast<uint64_t>(last ? n - 1 : -1);
   node->inputs.push_back(end);
   node->params = 4;
-  auto h = std::make_shared<ArrayHandle>();
-  h->driver = driver;
-  h->dtype = dtype;
-  h->shape = node->shape;
-  h->producer = node;
-  h->pending.store(true, std::memory_order_release);
-  array::track_pending(h);
-  return h;
+  return array::pending_handle(driver, std::move(node));
 }
 
 }  // namespace gridspan::detail
@@ -357,12 +350,7 @@ std::shared_ptr<ArrayHandle> random_array(const std::shared_ptr<runtime::Driver>
     node->inputs.push_back(in);
   }
   node->params = 3;
-  auto h = std::make_shared<ArrayHandle>();
-  h->driver = driver;
-  h->dtype = dtype;
-  h->shape = shape;
-  h->producer = node;
-  h->pending.store(true, std::memory_order_release);
+  auto h = array::pending_handle(driver, std::move(node));
   array_settle(*h);  // made on its own: its numbers count the elements of this array
   return h;
 }

@@ -120,6 +120,20 @@ Program build_expression(const Node& root);
 /// Compiles (once per key) and launches `program` into its target.
 void launch_program(const std::shared_ptr<runtime::Driver>& driver, Program& program);
 
+/// A pending handle's Node (null when settled or made by another producer).
+const Node* node_of(const ArrayHandle& h);
+/// The view type names by rank ("Scalar" .. "Tensor").
+extern const char* const kViewKinds[4];
+/// The register type a value of `d` is computed in: float for the 16-bit floats.
+std::string reg(DType d);
+/// Code converting `v`, a value of dtype `from` in its register type, to dtype `to`
+/// (16-bit floats rounded to nearest even, floats into integers saturating).
+std::string convert(const std::string& v, DType from, DType to);
+
+/// A pending handle produced by `node`, registered with its context and its inputs.
+std::shared_ptr<ArrayHandle> pending_handle(const std::shared_ptr<runtime::Driver>& driver,
+                                            std::shared_ptr<Node> node);
+
 /// Registers a new pending array: with its context (for synchronize) and with the
 /// storages it reads (launched before they are written).
 void track_pending(const std::shared_ptr<ArrayHandle>& h);

@@ -13,12 +13,25 @@
 
 namespace gridspan::array {
 
-namespace {
-
 const Node* node_of(const ArrayHandle& h) {
   if (!h.pending.load(std::memory_order_acquire)) return nullptr;
   return dynamic_cast<const Node*>(h.producer.get());
 }
+
+const char* const kViewKinds[] = {"Scalar", "Vector", "Matrix", "Tensor"};
+
+std::string reg(DType d) {
+  return detail::is_16bit_float(d) ? "float" : dtype_cpp_name(d);
+}
+
+std::string convert(const std::string& v, DType from, DType to) {
+  if (from == to) return v;
+  if (to == DType::f16) return fmt::format("gridspan::fused::round_f16({})", v);
+  if (to == DType::bf16) return fmt::format("gridspan::fused::round_bf16({})", v);
+  return fmt::format("gridspan::fused::convert<{}>({})", dtype_cpp_name(to), v);
+}
+
+namespace {
 
 bool same_view(const detail::ViewMap& a, const detail::ViewMap& b) {
   return a.start == b.start && a.step == b.step && a.axis == b.axis && a.linear == b.linear &&
@@ -178,12 +191,6 @@ std::string Program::key() const {
 
 namespace {
 
-const char* kViewKinds[] = {"Scalar", "Vector", "Matrix", "Tensor"};
-
-// The register type a value of `d` is computed in: float for the 16-bit floats.
-std::string reg(DType d) {
-  return detail::is_16bit_float(d) ? "float" : dtype_cpp_name(d);
-}
 std::string axis_name(int k) {
   return fmt::format("a{}", k);
 }
@@ -295,14 +302,6 @@ std::string Program::read_rules(const AxisBounds& ab) const {
 }
 
 namespace {
-
-// A value of dtype `from` (in its register type) as the dtype `to` computes it.
-std::string convert(const std::string& v, DType from, DType to) {
-  if (from == to) return v;
-  if (to == DType::f16) return fmt::format("gridspan::fused::round_f16({})", v);
-  if (to == DType::bf16) return fmt::format("gridspan::fused::round_bf16({})", v);
-  return fmt::format("gridspan::fused::convert<{}>({})", dtype_cpp_name(to), v);
-}
 
 std::string call(const char* f, const std::vector<std::string>& a) {
   std::string s = fmt::format("gridspan::{}(", f);

@@ -44,17 +44,6 @@ DType accumulator(RedOp op, DType in, DType out) {
   }
 }
 
-std::string reg(DType d) {
-  return detail::is_16bit_float(d) ? "float" : dtype_cpp_name(d);
-}
-
-std::string convert(const std::string& v, DType from, DType to) {
-  if (from == to) return v;
-  if (to == DType::f16) return fmt::format("gridspan::fused::round_f16({})", v);
-  if (to == DType::bf16) return fmt::format("gridspan::fused::round_bf16({})", v);
-  return fmt::format("gridspan::fused::convert<{}>({})", dtype_cpp_name(to), v);
-}
-
 std::string identity(RedOp op, DType acc) {
   const std::string r = reg(acc);
   switch (op) {
@@ -182,8 +171,6 @@ std::string out_indices(const Level& l, const Plan& plan, const std::array<std::
   }
   return s;
 }
-
-const char* kViewKinds[] = {"Scalar", "Vector", "Matrix", "Tensor"};
 
 std::string post(const Plan& plan, const Level& l, const std::string& acc) {
   if (!l.final) return acc;
