@@ -144,16 +144,37 @@ void run_size(gs::Context& ctx, int64_t n, int reps) {
   run_sums(ctx, av, n, reps);
 }
 
+// Host time per call of the array library's parts at n elements (a loop of `reps` calls,
+// then one synchronize): where a small call's time goes.
+void run_overhead(gs::Context& ctx, int64_t n, int reps) {
+  auto a = ctx.from_vector(random_floats(n, 1), {n}), b = ctx.from_vector(random_floats(n, 2), {n});
+  const double f = sizeof(float);
+  auto once = [&](const char* name, const std::function<void()>& call) {
+    report(ctx, name, n, 3 * n * f, time_calls(ctx, reps, call));
+  };
+  once("part_expression", [&] { auto x = a + b; });
+  once("part_empty", [&] { auto x = gs::empty<float>(ctx, {n}); });
+  gs::Array<float> out = gs::empty<float>(ctx, {n});
+  once("part_assign", [&] { out.assign(a + b); });
+  once("part_add_fresh", [&] {
+    out = a + b;
+    out.handle();
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app("gridspan's array benchmarks (JSON lines on stdout)");
   std::vector<int> sizes{12, 20, 28};
   int reps = 20;
+  bool overhead = false;
   app.add_option("--sizes", sizes, "log2 of the element counts");
+  app.add_flag("--overhead", overhead, "time the parts of a small call instead");
   app.add_option("--reps", reps, "timed calls per figure");
   CLI11_PARSE(app, argc, argv);
   return gs::run(argc, argv, [&](gs::Context& ctx) {
-    for (int k : sizes) run_size(ctx, int64_t(1) << k, reps);
+    for (int k : sizes)
+      overhead ? run_overhead(ctx, int64_t(1) << k, reps) : run_size(ctx, int64_t(1) << k, reps);
   });
 }

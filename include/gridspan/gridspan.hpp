@@ -9,6 +9,7 @@
 #include "gridspan/api/kernel.hpp"
 #include "gridspan/array/create.hpp"
 #include "gridspan/array/elementwise.hpp"
+#include "gridspan/array/kernels.hpp"
 #include "gridspan/array/promote.hpp"
 #include "gridspan/array/reduce.hpp"
 #include "gridspan/array/views.hpp"

@@ -206,6 +206,27 @@ std::shared_ptr<ArrayHandle> pending_handle(const std::shared_ptr<runtime::Drive
   return h;
 }
 
+std::shared_ptr<Node> arange_node(DType dtype, const Dim& shape, double start, double step,
+                                  double stop, int64_t last) {
+  auto node = std::make_shared<Node>();
+  node->op = EwOp::arange;
+  node->dtype = dtype;
+  node->shape = shape;
+  for (double v : {start, step, stop}) {
+    Input in;
+    in.as = DType::f64;
+    in.value = v;
+    node->inputs.push_back(in);
+  }
+  Input end;
+  end.as = DType::i64;
+  end.value = static_cast<long double>(last);
+  end.bits = static_cast<uint64_t>(last);
+  node->inputs.push_back(end);
+  node->params = 4;
+  return node;
+}
+
 void Node::produce(ArrayHandle& into) {
   Program program = build_program(*this, into, /*fresh=*/true);
   launch_program(into.driver, program);
@@ -307,23 +328,8 @@ std::shared_ptr<ArrayHandle> index_sequence(const std::shared_ptr<runtime::Drive
                                             bool last, double stop) {
   if (n < 0) throw Error(fmt::format("an array of {} elements: the length must be 0 or more", n));
   std::lock_guard lock(lazy_mutex());
-  auto node = std::make_shared<array::Node>();
-  node->op = EwOp::arange;
-  node->dtype = dtype;
-  node->shape = Dim{n};
-  for (double v : {start, step, stop}) {
-    array::Input in;
-    in.as = DType::f64;
-    in.value = v;
-    node->inputs.push_back(in);
-  }
-  array::Input end;
-  end.as = DType::i64;
-  end.value = last ? n - 1 : -1;
-  end.bits = static_cast<uint64_t>(last ? n - 1 : -1);
-  node->inputs.push_back(end);
-  node->params = 4;
-  return array::pending_handle(driver, std::move(node));
+  return array::pending_handle(
+      driver, array::arange_node(dtype, Dim{n}, start, step, stop, last ? n - 1 : -1));
 }
 
 }  // namespace gridspan::detail

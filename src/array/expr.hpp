@@ -120,6 +120,17 @@ Program build_expression(const Node& root);
 /// Compiles (once per key) and launches `program` into its target.
 void launch_program(const std::shared_ptr<runtime::Driver>& driver, Program& program);
 
+/// How a kernel indexes array `h` (settled) inside an output of rank `rank`: through its
+/// broadcast and its view.
+Leaf leaf_of(const ArrayHandle& h, int rank);
+/// A leaf's kernel parameters, named `name` ("const gridspan::Vector<float> L0, int64_t
+/// L0s0 ..."; no leading comma), in the order Arguments::view passes them.
+std::string leaf_params(const Leaf& l, const std::string& name, bool read_only);
+/// The leaf's element at the output's axes a0, a1, a2 ("L0(a0, a1)").
+std::string leaf_element(const Leaf& l, const std::string& name);
+/// Its annotation rule ("read L0[a0, a1]").
+std::string leaf_rule(const Leaf& l, const std::string& mode, const std::string& name);
+
 /// A pending handle's Node (null when settled or made by another producer).
 const Node* node_of(const ArrayHandle& h);
 /// The view type names by rank ("Scalar" .. "Tensor").
@@ -133,6 +144,11 @@ std::string convert(const std::string& v, DType from, DType to);
 /// A pending handle produced by `node`, registered with its context and its inputs.
 std::shared_ptr<ArrayHandle> pending_handle(const std::shared_ptr<runtime::Driver>& driver,
                                             std::shared_ptr<Node> node);
+
+/// An index sequence of `shape` (one axis longer than 1): start + i * step along it, and
+/// `stop` exactly at i == last (-1: never).
+std::shared_ptr<Node> arange_node(DType dtype, const Dim& shape, double start, double step,
+                                  double stop, int64_t last);
 
 /// Registers a new pending array: with its context (for synchronize) and with the
 /// storages it reads (launched before they are written).

@@ -126,21 +126,20 @@ std::vector<Superblock> chunk_superblocks(const plan::ArrayMeta& meta,
 
 namespace {
 
-WorkDistribution work_for(const Program& p, const std::array<int64_t, kMaxRank>& block,
-                          int devices) {
-  const ArrayHandle& t = *p.target.handle;
-  if (!t.is_view && t.meta().owned_partition)
-    return work::custom("array", [sb = chunk_superblocks(t.meta(), block)](const Dim&, const Dim&,
-                                                                           int) { return sb; });
-  // A view: slices of the slowest axis, one per device.
+// Superblocks along the chunks of `along` (a plain array of the launch's shape), else slices
+// of the slowest axis, one per device.
+WorkDistribution work_for(const Dim& shape, const ArrayHandle* along,
+                          const std::array<int64_t, kMaxRank>& block, int devices) {
+  if (along && !along->is_view && along->meta().owned_partition)
+    return work::custom("array", [sb = chunk_superblocks(along->meta(), block)](
+                                     const Dim&, const Dim&, int) { return sb; });
   std::array<int64_t, kMaxRank> tile{1, 1, 1};
-  for (int k = 0; k < p.shape.rank(); ++k)
-    tile[k] = (p.shape[k] + block[k] - 1) / block[k] * block[k];
-  if (p.shape.rank() > 0) {
-    const int64_t per = (p.shape[0] + devices - 1) / devices;
+  for (int k = 0; k < shape.rank(); ++k) tile[k] = (shape[k] + block[k] - 1) / block[k] * block[k];
+  if (shape.rank() > 0) {
+    const int64_t per = (shape[0] + devices - 1) / devices;
     tile[0] = std::max<int64_t>(block[0], (per + block[0] - 1) / block[0] * block[0]);
   }
-  return work::tiles(thread_dim(p.shape, tile));
+  return work::tiles(thread_dim(shape, tile));
 }
 
 }  // namespace
@@ -158,11 +157,21 @@ void track_pending(const std::shared_ptr<ArrayHandle>& h) {
       add_weak(in.array->storage->pending_readers, in.array->storage->readers_kept, h);
 }
 
+void launch_elements(const std::shared_ptr<runtime::Driver>& driver, const Kernel& kernel,
+                     const Dim& shape, const ArrayHandle* along, bool follow_grain,
+                     const std::vector<detail::LaunchArg>& args) {
+  const auto block = choose_block(shape, follow_grain && along && !along->is_view
+                                             ? chunk_grain(along->meta())
+                                             : std::array<int64_t, 3>{0, 0, 0});
+  const Dim threads = thread_dim(
+      shape,
+      shape.rank() ? std::array<int64_t, 3>{shape.get(0), shape.get(1), shape.get(2)} : block);
+  kernel.launch_packed(threads, thread_dim(shape, block),
+                       work_for(shape, along, block, driver->device_count()), args);
+}
+
 void launch_program(const std::shared_ptr<runtime::Driver>& driver, Program& p) {
   ArrayHandle& target = *p.target.handle;
-  const bool whole = !p.target.fresh && !target.is_view;
-  const auto block =
-      choose_block(p.shape, whole ? chunk_grain(target.meta()) : std::array<int64_t, 3>{0, 0, 0});
   if (p.target.fresh) {
     auto h = detail::array_create(driver, p.dtype, p.shape,
                                   detail::default_distribution(driver, p.dtype, p.shape), nullptr);
@@ -177,12 +186,7 @@ void launch_program(const std::shared_ptr<runtime::Driver>& driver, Program& p) 
   args.view(p.target.access);
   for (const Leaf& l : p.leaves) args.view(l);
   for (const Scalar& s : p.scalars) args.scalar(s);
-  const Dim threads = thread_dim(
-      p.shape, p.shape.rank()
-                   ? std::array<int64_t, 3>{p.shape.get(0), p.shape.get(1), p.shape.get(2)}
-                   : block);
-  kernel.launch_packed(threads, thread_dim(p.shape, block),
-                       work_for(p, block, driver->device_count()), args.list());
+  launch_elements(driver, kernel, p.shape, &target, !p.target.fresh, args.list());
 }
 
 }  // namespace gridspan::array

@@ -26,6 +26,13 @@ Dim thread_dim(const Dim& shape, const std::array<int64_t, kMaxRank>& per_axis);
 std::vector<Superblock> chunk_superblocks(const plan::ArrayMeta& meta,
                                           const std::array<int64_t, kMaxRank>& block);
 
+/// Launches `kernel` with one thread per element of `shape` (x along the last axis): its
+/// superblocks follow the chunks of `along` (a plain array of that shape; with
+/// `follow_grain`, blocks never straddle them), else slices of the slowest axis per device.
+void launch_elements(const std::shared_ptr<runtime::Driver>& driver, const Kernel& kernel,
+                     const Dim& shape, const ArrayHandle* along, bool follow_grain,
+                     const std::vector<detail::LaunchArg>& args);
+
 // The launch's arguments, in the order Program::source declares the parameters.
 class Arguments {
  public:

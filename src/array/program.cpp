@@ -38,7 +38,8 @@ bool same_view(const detail::ViewMap& a, const detail::ViewMap& b) {
          a.offset == b.offset && a.strides == b.strides;
 }
 
-// How the kernel indexes array `h` (settled) inside an output of rank `rank`.
+}  // namespace
+
 Leaf leaf_of(const ArrayHandle& h, int rank) {
   Leaf leaf;
   leaf.storage = h.storage;
@@ -59,6 +60,16 @@ Leaf leaf_of(const ArrayHandle& h, int rank) {
     leaf.follows[b] = k + rank - h.shape.rank();
   }
   return leaf;
+}
+
+namespace {
+
+// The output axis an index sequence of `shape` walks in a program of rank `rank` (its last
+// axis longer than 1, counted from the end as broadcasting aligns axes; -1: none).
+int walking_axis(const Dim& shape, int rank) {
+  for (int k = shape.rank() - 1; k >= 0; --k)
+    if (shape[k] != 1) return k + rank - shape.rank();
+  return -1;
 }
 
 class Builder {
@@ -83,7 +94,7 @@ class Builder {
     Step s;
     s.op = n.op;
     s.dtype = n.dtype;
-    if (n.op == EwOp::arange && n.shape[0] != 1) s.axis = p_.shape.rank() - 1;
+    if (n.op == EwOp::arange) s.axis = walking_axis(n.shape, p_.shape.rank());
     if (n.op == EwOp::random_uniform || n.op == EwOp::random_normal) s.axis = p_.shape.rank();
     for (const Input& in : n.inputs)
       s.args.emplace_back(in.array ? walk(in.array) : scalar(in), in.as);
@@ -411,6 +422,28 @@ std::string random_expr(const Step& s, const std::vector<std::string>& a) {
                      wide ? "fma" : "fmaf", t, a[2], a[1], t, a[0], lin, t, a[1]);
 }
 
+std::string view_param(const Leaf& l, const std::string& name, bool read_only) {
+  return fmt::format("{}gridspan::{}<{}> {}", read_only ? "const " : "", kViewKinds[l.rank],
+                     dtype_cpp_name(l.dtype), name);
+}
+std::string view_scalars(const Leaf& l, const std::string& name) {
+  std::string s;
+  if (l.linear) {
+    s += fmt::format(", int64_t {}o", name);
+    for (int k = 0; k < l.vrank; ++k)
+      if (l.vfollows[k] >= 0) s += fmt::format(", int64_t {}q{}", name, k);
+    for (int b = 1; b < l.rank; ++b) s += fmt::format(", int64_t {}m{}", name, b);
+    if (l.rank == 3) s += fmt::format(", int64_t {}m12", name);
+    return s;
+  }
+  if (!l.general) return s;
+  for (int b = 0; b < l.rank; ++b) {
+    s += fmt::format(", int64_t {}s{}", name, b);
+    if (l.follows[b] >= 0) s += fmt::format(", int64_t {}t{}", name, b);
+  }
+  return s;
+}
+
 class SourceWriter {
  public:
   explicit SourceWriter(const Program& p) : p_(p) {}
@@ -461,27 +494,6 @@ class SourceWriter {
     s += ", " + view_param(p_.target_access(), "out", false);
     s += view_scalars(p_.target_access(), "out");
     return s + input_params();
-  }
-  static std::string view_param(const Leaf& l, const std::string& name, bool read_only) {
-    return fmt::format("{}gridspan::{}<{}> {}", read_only ? "const " : "", kViewKinds[l.rank],
-                       dtype_cpp_name(l.dtype), name);
-  }
-  static std::string view_scalars(const Leaf& l, const std::string& name) {
-    std::string s;
-    if (l.linear) {
-      s += fmt::format(", int64_t {}o", name);
-      for (int k = 0; k < l.vrank; ++k)
-        if (l.vfollows[k] >= 0) s += fmt::format(", int64_t {}q{}", name, k);
-      for (int b = 1; b < l.rank; ++b) s += fmt::format(", int64_t {}m{}", name, b);
-      if (l.rank == 3) s += fmt::format(", int64_t {}m12", name);
-      return s;
-    }
-    if (!l.general) return s;
-    for (int b = 0; b < l.rank; ++b) {
-      s += fmt::format(", int64_t {}s{}", name, b);
-      if (l.follows[b] >= 0) s += fmt::format(", int64_t {}t{}", name, b);
-    }
-    return s;
   }
   std::string value(Ref r) const {
     switch (r.kind) {
@@ -538,6 +550,16 @@ class SourceWriter {
 };
 
 }  // namespace
+
+std::string leaf_params(const Leaf& l, const std::string& name, bool read_only) {
+  return view_param(l, name, read_only) + view_scalars(l, name);
+}
+std::string leaf_element(const Leaf& l, const std::string& name) {
+  return element(l, name);
+}
+std::string leaf_rule(const Leaf& l, const std::string& mode, const std::string& name) {
+  return rule(l, mode, name);
+}
 
 std::string Program::input_params() const {
   return SourceWriter(*this).input_params();

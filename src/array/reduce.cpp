@@ -10,10 +10,12 @@
 // is gone, then the next.
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include <fmt/format.h>
 
 #include "array/expr.hpp"
+#include "array/kernels.hpp"
 #include "array/launch.hpp"
 #include "gridspan/array/reduce.hpp"
 #include "gridspan/core/error.hpp"
@@ -103,8 +105,16 @@ struct Plan {
   double count = 1;  // elements per result (mean)
   int axis;          // kAllAxes or one
   bool keepdims;
-  Dim keep_shape;  // the final shape with keepdims
+  Dim keep_shape;                        // the final shape with keepdims
+  const CustomReduce* custom = nullptr;  // a ReductionKernel's steps instead of op's
 };
+
+std::string identity_of(const Plan& plan) {
+  return plan.custom ? "gs_identity()" : identity(plan.op, plan.acc);
+}
+std::string combine_of(const Plan& plan, const std::string& x, const std::string& y) {
+  return plan.custom ? fmt::format("gs_reduce({}, {})", x, y) : combine(plan.op, plan.acc, x, y);
+}
 
 Dim without(const Dim& d, int axis) {
   Dim out = Dim::of_rank(d.rank() - 1, 1);
@@ -174,6 +184,7 @@ std::string out_indices(const Level& l, const Plan& plan, const std::array<std::
 
 std::string post(const Plan& plan, const Level& l, const std::string& acc) {
   if (!l.final) return acc;
+  if (plan.custom) return fmt::format("gs_post({})", acc);
   std::string v = acc;
   if (plan.op == RedOp::mean) v = fmt::format("({})({} / cnt)", reg(plan.acc), acc);
   return convert(v, plan.acc, plan.out_dtype);
@@ -189,8 +200,10 @@ std::pair<std::string, std::string> level_kernel(const Plan& plan, const Level& 
   sig += fmt::format(", int64_t K, int64_t C, int64_t G, double cnt, gridspan::{}<{}> out",
                      kViewKinds[l.out.rank()], dtype_cpp_name(out_dtype));
   sig += p.input_params();
-  const std::string value = map_value(first ? plan.op : RedOp::sum,
-                                      fmt::format("v{}", p.result.index), p.dtype, plan.acc);
+  const std::string value = first && plan.custom
+                                ? plan.custom->map
+                                : map_value(first ? plan.op : RedOp::sum,
+                                            fmt::format("v{}", p.result.index), p.dtype, plan.acc);
   const std::string acc_t = reg(plan.acc);
   std::string body, ann;
   std::array<std::string, 3> names{"a0", "a1", "a2"};
@@ -215,15 +228,14 @@ std::pair<std::string, std::string> level_kernel(const Plan& plan, const Level& 
         "#ifdef __CUDACC__\n#pragma unroll 8\n#endif\n"
         "  for (int64_t j = 0; j < J; ++j) {{\n"
         "    const int64_t a{} = first + j * (int64_t)blockDim.x;\n{}    acc = {};\n  }}\n",
-        acc_t, identity(plan.op, plan.acc), R - 1, R - 1, p.step_code(),
-        combine(plan.op, plan.acc, "acc", value));
+        acc_t, identity_of(plan), R - 1, R - 1, p.step_code(), combine_of(plan, "acc", value));
     body += fmt::format(
         "#ifdef __CUDACC__\n  __shared__ {} sh[256];\n  sh[threadIdx.x] = acc;\n  "
         "__syncthreads();\n"
         "  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {{\n"
         "    if (threadIdx.x < s) sh[threadIdx.x] = {};\n    __syncthreads();\n  }}\n"
         "  if (threadIdx.x != 0) return;\n  acc = sh[0];\n#endif\n",
-        acc_t, combine(plan.op, plan.acc, "sh[threadIdx.x]", "sh[threadIdx.x + s]"));
+        acc_t, combine_of(plan, "sh[threadIdx.x]", "sh[threadIdx.x + s]"));
     const std::string oi = out_indices(l, plan, names, "bx");
     body +=
         fmt::format("  gridspan::fused::store(out({}), {});\n",
@@ -249,8 +261,8 @@ std::pair<std::string, std::string> level_kernel(const Plan& plan, const Level& 
         "#ifdef __CUDACC__\n#pragma unroll 8\n#endif\n"
         "  for (int64_t j = 0; j < J; ++j) {{\n"
         "    const int64_t a{} = g * K + j;\n{}    acc = {};\n  }}\n",
-        guard, acc_t, identity(plan.op, plan.acc), l.axis, l.axis, l.axis, p.step_code(),
-        combine(plan.op, plan.acc, "acc", value));
+        guard, acc_t, identity_of(plan), l.axis, l.axis, l.axis, p.step_code(),
+        combine_of(plan, "acc", value));
     const std::string oi = out_indices(l, plan, names, "g");
     body += fmt::format("  gridspan::fused::store(out({}), {});\n", oi, post(plan, l, "acc"));
     ann = fmt::format("global [{}] => overwrite out{}", binding, oi.empty() ? "" : "[" + oi + "]");
@@ -258,8 +270,8 @@ std::pair<std::string, std::string> level_kernel(const Plan& plan, const Level& 
   ann += p.read_rules(ab);
   std::string src = fmt::format(
       "#include <gridspan/device/elementwise.hpp>\n#include <gridspan/device/fused.hpp>\n"
-      "__device__ void {}(dim3 blockIdx{}) {{\n{}}}\n",
-      name, sig, body);
+      "{}__device__ void {}(dim3 blockIdx{}) {{\n{}}}\n",
+      plan.custom ? plan.custom->code : "", name, sig, body);
   return {src, ann};
 }
 
@@ -338,6 +350,12 @@ std::vector<Superblock> level_superblocks(const Level& l, const plan::ArrayMeta&
   return sbs;
 }
 
+// Runs one level over `p`'s expression (the first level's input, or partials), into a new
+// array.
+std::shared_ptr<ArrayHandle> run_level(const std::shared_ptr<runtime::Driver>& driver,
+                                       const Plan& plan, const Program& p, int ax, bool first,
+                                       Level& l);
+
 // Runs one level: its input `in_h` (pending expression or array), into a new array.
 std::shared_ptr<ArrayHandle> run_level(const std::shared_ptr<runtime::Driver>& driver,
                                        const Plan& plan, const std::shared_ptr<ArrayHandle>& in_h,
@@ -350,18 +368,25 @@ std::shared_ptr<ArrayHandle> run_level(const std::shared_ptr<runtime::Driver>& d
   in.array = in_h;
   in.as = in_h->dtype;
   root.inputs.push_back(in);
-  Program p = build_expression(root);
-  const Leaf* guide = guide_of(p, in_h->shape);
+  return run_level(driver, plan, build_expression(root), ax, first, l);
+}
+
+std::shared_ptr<ArrayHandle> run_level(const std::shared_ptr<runtime::Driver>& driver,
+                                       const Plan& plan, const Program& p, int ax, bool first,
+                                       Level& l) {
+  const Dim& in_shape = p.shape;
+  const Leaf* guide = guide_of(p, in_shape);
   int64_t grain = 0;
   if (guide) grain = chunk_grain(*guide->storage->meta)[ax];
   const bool gpu = driver->backend_name() == "cuda";
-  l = next_level(plan, in_h->shape, ax, gpu, grain);
+  l = next_level(plan, in_shape, ax, gpu, grain);
   const DType out_dtype = l.final ? plan.out_dtype : plan.acc;
   auto out = detail::array_create(driver, out_dtype, l.out,
                                   out_distribution(driver, l, guide, out_dtype), nullptr);
-  const std::string key = fmt::format("reduce{}:{}:{}:{}:{}:{}:{}:{}:{}|{}", int(plan.op),
-                                      int(plan.acc), int(out_dtype), l.last_axis, l.axis, l.final,
-                                      l.drop, plan.keepdims, l.out.rank(), p.key());
+  std::string key = fmt::format("reduce{}:{}:{}:{}:{}:{}:{}:{}:{}|{}", int(plan.op), int(plan.acc),
+                                int(out_dtype), l.last_axis, l.axis, l.final, l.drop, plan.keepdims,
+                                l.out.rank(), p.key());
+  if (plan.custom) key += "|custom|" + plan.custom->code + "|" + plan.custom->map;
   const Kernel& kernel = cached_kernel(driver, key, [&](const std::string& name) {
     auto [src, ann] = level_kernel(plan, l, p, first, name);
     return KernelDef::from_source(src, name).annotate(ann);
@@ -518,3 +543,85 @@ std::shared_ptr<ArrayHandle> variance(DType result, const std::shared_ptr<ArrayH
 }
 
 }  // namespace gridspan::detail
+
+namespace gridspan::detail {
+
+namespace {
+
+// The int64 index of each element along `axis` of `shape` (every axis: its row-major number),
+// as a lazy expression of index sequences.
+std::shared_ptr<ArrayHandle> element_index(const std::shared_ptr<runtime::Driver>& driver,
+                                           const Dim& shape, int axis) {
+  const int R = shape.rank();
+  std::shared_ptr<ArrayHandle> index;
+  int64_t stride = 1;
+  for (int k = R - 1; k >= 0; --k) {
+    if (axis != kAllAxes && k != axis) continue;
+    auto node = array::arange_node(DType::i64, array::with_extent(Dim::of_rank(R, 1), k, shape[k]),
+                                   0, static_cast<double>(stride), 0, -1);
+    auto term = array::pending_handle(driver, std::move(node));
+    index = index ? elementwise(EwOp::add, DType::i64, {EwArg{index}, EwArg{term}}) : term;
+    stride *= shape[k];
+  }
+  return index;
+}
+
+}  // namespace
+
+std::shared_ptr<ArrayHandle> arg_reduce(bool max, const std::shared_ptr<ArrayHandle>& a, int axis,
+                                        bool keepdims) {
+  if (!a) throw_null_array();
+  std::lock_guard lock(lazy_mutex());
+  const int R = a->shape.rank();
+  const char* name = max ? "argmax" : "argmin";
+  if (axis != kAllAxes && (axis < -R || axis >= R))
+    throw Error(fmt::format("{}: axis {} is out of range for an array of shape {} (rank {})", name,
+                            axis, a->shape.str(), R));
+  const int ax = axis == kAllAxes ? axis : (axis < 0 ? axis + R : axis);
+  if (ax == kAllAxes ? a->shape.volume() == 0 : a->shape[ax] == 0)
+    throw Error(
+        fmt::format("{} of an empty array (shape {}): it has no first extreme; NumPy "
+                    "refuses it too",
+                    name, a->shape.str()));
+  if (a->shape.volume() == 0) {  // other axes empty: an empty result
+    const Dim shape = keepdims ? array::with_extent(a->shape, ax, 1) : array::without(a->shape, ax);
+    return array_create(a->driver, DType::i64, shape,
+                        default_distribution(a->driver, DType::i64, shape), nullptr);
+  }
+  if (R == 0) {  // NumPy: 0
+    const auto zero = array::value_bytes(DType::i64, 0);
+    return array_create(a->driver, DType::i64, Dim(), dist::centralized(0), zero.data());
+  }
+  // The first index where the element equals the extreme, a NaN counting as both extremes
+  // (when there is one, the extreme is NaN and nothing equals it).
+  auto m = reduce(max ? RedOp::max : RedOp::min, a->dtype, a, axis, true);
+  auto hit = elementwise(EwOp::logical_or, DType::boolean,
+                         {EwArg{elementwise(EwOp::eq, DType::boolean, {EwArg{a}, EwArg{m}})},
+                          EwArg{elementwise(EwOp::isnan, DType::boolean, {EwArg{a}})}});
+  const auto none = static_cast<long double>(std::numeric_limits<int64_t>::max());
+  auto index =
+      elementwise(EwOp::where, DType::i64,
+                  {EwArg{hit}, EwArg{element_index(a->driver, a->shape, ax)},
+                   EwArg{nullptr, ScalarKind::integer, none, static_cast<uint64_t>(INT64_MAX)}});
+  return reduce(RedOp::min, DType::i64, index, axis, keepdims);
+}
+
+}  // namespace gridspan::detail
+
+namespace gridspan::array {
+
+std::shared_ptr<ArrayHandle> reduce_custom(const std::shared_ptr<runtime::Driver>& driver,
+                                           const CustomReduce& r, const Program& p, int axis,
+                                           bool keepdims) {
+  const int R = p.shape.rank();
+  Plan plan{RedOp::sum, p.dtype, r.acc, r.out, 1, axis, keepdims, Dim::of_rank(R, 1), &r};
+  if (axis != detail::kAllAxes) plan.keep_shape = with_extent(p.shape, axis, 1);
+  Level level;
+  auto current = run_level(driver, plan, p, axis == detail::kAllAxes ? R - 1 : axis, true, level);
+  while (!level.final)
+    current = run_level(driver, plan, current,
+                        axis == detail::kAllAxes ? current->shape.rank() - 1 : axis, false, level);
+  return current;
+}
+
+}  // namespace gridspan::array

@@ -172,5 +172,54 @@ TEST(ArrayReduce, VarianceAndStandardDeviation) {
   EXPECT_DOUBLE_EQ(gs::std(ints, 0, 0, true).to_vector()[0], std::sqrt(1.25));
 }
 
+TEST(ArrayReduce, ArgmaxAndArgminAnswerTheFirstExtremeAndTheFirstNaN) {
+  for (int devices : {1, 3}) {
+    gs::Context ctx(test::quiet_config(devices));
+    const int64_t n = 37, m = 515;
+    std::vector<int16_t> v(n * m);
+    auto g = test::rng(11);
+    for (auto& x : v) x = static_cast<int16_t>(g() % 41) - 20;  // many ties
+    auto a = ctx.from_vector(v, {n, m});
+    const auto top = std::max_element(v.begin(), v.end()) - v.begin();
+    const auto bottom = std::min_element(v.begin(), v.end()) - v.begin();
+    auto am = gs::argmax(a);
+    static_assert(std::is_same_v<decltype(am), gs::Array<int64_t>>);
+    EXPECT_EQ(am.shape(), gs::Dim{});
+    EXPECT_EQ(am.item(), top);
+    EXPECT_EQ(gs::argmin(a).item(), bottom);
+    auto rows = gs::argmax(a, 1).to_vector(), cols = gs::argmin(a, -2, true).to_vector();
+    ASSERT_EQ(gs::argmin(a, 0, true).shape(), (gs::Dim{1, m}));
+    for (int64_t i = 0; i < n; ++i) {
+      auto row = v.begin() + i * m;
+      ASSERT_EQ(rows[i], std::max_element(row, row + m) - row) << i;
+    }
+    for (int64_t j = 0; j < m; ++j) {
+      int64_t best = 0;
+      for (int64_t i = 1; i < n; ++i)
+        if (v[i * m + j] < v[best * m + j]) best = i;
+      ASSERT_EQ(cols[j], best) << j;
+    }
+    // An expression: argmax of -a is argmin of a.
+    EXPECT_EQ(gs::argmax(-a).item(), bottom);
+  }
+  gs::Context ctx(test::quiet_config(2));
+  const float nan = std::nanf("");
+  auto f = ctx.from_vector<float>({1, 5, nan, 5, nan, -7}, {2, 3});
+  EXPECT_EQ(gs::argmax(f).item(), 2);  // NumPy: the first NaN
+  EXPECT_EQ(gs::argmin(f).item(), 2);
+  EXPECT_EQ(gs::argmax(f, 1).to_vector(), (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(gs::argmin(f, 1).to_vector(), (std::vector<int64_t>{2, 1}));
+  auto h = ctx.from_vector<gs::bfloat16>({gs::bfloat16(-1.0f), gs::bfloat16(3.0f)}, {2});
+  EXPECT_EQ(gs::argmax(h).item(), 1);
+  auto b = ctx.from_vector<bool>({false, true, true}, {3});
+  EXPECT_EQ(gs::argmax(b).item(), 1);
+  EXPECT_EQ(gs::argmin(b).item(), 0);
+  EXPECT_EQ(gs::argmax(ctx.from_vector<double>({4.5}, {})).item(), 0);
+  EXPECT_THROW(gs::argmax(f, 2), gs::Error);
+  EXPECT_THROW(gs::argmax(gs::zeros<float>(ctx, {0, 3})), gs::Error);
+  EXPECT_THROW(gs::argmin(gs::zeros<float>(ctx, {3, 0}), 1), gs::Error);
+  EXPECT_EQ(gs::argmin(gs::zeros<float>(ctx, {3, 0}), 0).shape(), (gs::Dim{0}));
+}
+
 }  // namespace
 }  // namespace gridspan

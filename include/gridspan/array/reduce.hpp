@@ -75,6 +75,32 @@ auto std(const Array<T>& a, int axis = detail::kAllAxes, int ddof = 0, bool keep
   return Array<type_of_dtype_t<D>>(detail::variance(D, a.shared(), axis, ddof, keepdims, true));
 }
 
+namespace detail {
+/// The index of the first largest (`max`) or smallest element, NaN counting as the
+/// largest and the smallest (NumPy's rule): over every axis, the element's row-major number.
+std::shared_ptr<ArrayHandle> arg_reduce(bool max, const std::shared_ptr<ArrayHandle>& a, int axis,
+                                        bool keepdims);
+}  // namespace detail
+
+/// The row-major index of the first maximum (a 0-d int64 array; the first NaN if any).
+template <class T>
+Array<int64_t> argmax(const Array<T>& a) {
+  return Array<int64_t>(detail::arg_reduce(true, a.shared(), detail::kAllAxes, false));
+}
+/// Along one axis: per position of the other axes, the index of the first maximum.
+template <class T>
+Array<int64_t> argmax(const Array<T>& a, int axis, bool keepdims = false) {
+  return Array<int64_t>(detail::arg_reduce(true, a.shared(), axis, keepdims));
+}
+template <class T>
+Array<int64_t> argmin(const Array<T>& a) {
+  return Array<int64_t>(detail::arg_reduce(false, a.shared(), detail::kAllAxes, false));
+}
+template <class T>
+Array<int64_t> argmin(const Array<T>& a, int axis, bool keepdims = false) {
+  return Array<int64_t>(detail::arg_reduce(false, a.shared(), axis, keepdims));
+}
+
 template <class T>
 auto AllTag::operator()(const Array<T>& a) const {
   return detail::reduce_array<detail::RedOp::all, DType::boolean>(a, detail::kAllAxes, false);

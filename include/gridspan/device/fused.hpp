@@ -167,5 +167,31 @@ GRIDSPAN_HD T convert(V v) {
   }
 }
 
+// ---- string kernels (ElementwiseKernel) ------------------------------------------------
+
+/// CuPy's `_ind`: the number of elements the kernel runs over, as `_ind.size()`.
+struct Index {
+  int64_t n;
+  GRIDSPAN_HD int64_t size() const { return n; }
+};
+
+/// A raw parameter: the whole array `V` (a view of rank R), indexed by an element's
+/// row-major number, as CuPy's raw arrays are.
+template <class V, int R>
+struct Raw {
+  V* v;
+  int64_t n1, n2, n;
+  GRIDSPAN_HD decltype(auto) operator[](int64_t f) const {
+    if constexpr (R == 1) {
+      return (*v)(f);
+    } else if constexpr (R == 2) {
+      return (*v)(f / n1, f % n1);
+    } else {
+      return (*v)(f / (n1 * n2), (f / n2) % n1, f % n2);
+    }
+  }
+  GRIDSPAN_HD int64_t size() const { return n; }
+};
+
 }  // namespace fused
 }  // namespace gridspan
