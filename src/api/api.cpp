@@ -28,6 +28,10 @@ namespace detail {
 ArrayStorage::ArrayStorage(std::shared_ptr<runtime::Driver> d, std::shared_ptr<plan::ArrayMeta> m)
     : driver(std::move(d)), meta(std::move(m)) {}
 ArrayStorage::~ArrayStorage() {
+  if (recyclable) {
+    std::lock_guard lock(lazy_mutex());
+    if (auto library = driver->library_state(); library && library->recycle(meta)) return;
+  }
   driver->release_array(*meta);
 }
 

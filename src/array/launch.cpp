@@ -2,7 +2,9 @@
 // their expression, the pending arrays a synchronize launches), the launch geometry of a
 // generated kernel (its block, its superblocks along the target's chunks) and the launch
 // itself, through the public Kernel::launch_packed like any user kernel.
+#include <map>
 #include <numeric>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -47,6 +49,36 @@ class Library final : public runtime::LibraryState {
 
   void add_pending(const std::shared_ptr<ArrayHandle>& h) { add_weak(pending_, kept_, h); }
 
+  // Small results' arrays are kept when their last handle goes and handed to the next result
+  // of their dtype and shape (distributed alike by default): a small call then skips the
+  // runtime's array creation, first allocation and release, as CuPy's memory pool does.
+  static constexpr std::size_t kMostBytes = std::size_t(4) << 20;  // per array
+  static constexpr std::size_t kMostKept = 64;                     // arrays in all
+
+  bool recycle(std::shared_ptr<plan::ArrayMeta>& meta) override {
+    if (kept_arrays_ >= kMostKept) return false;
+    spare_[key(meta->dtype, meta->shape)].push_back(std::move(meta));
+    ++kept_arrays_;
+    return true;
+  }
+
+  std::shared_ptr<detail::ArrayStorage> fresh(const std::shared_ptr<runtime::Driver>& driver,
+                                              DType dtype, const Dim& shape) {
+    auto it = spare_.find(key(dtype, shape));
+    std::shared_ptr<detail::ArrayStorage> s;
+    if (it != spare_.end() && !it->second.empty()) {
+      s = std::make_shared<detail::ArrayStorage>(driver, std::move(it->second.back()));
+      it->second.pop_back();
+      --kept_arrays_;
+    } else {
+      s = detail::array_create(driver, dtype, shape,
+                               detail::default_distribution(driver, dtype, shape), nullptr)
+              ->storage;
+    }
+    s->recyclable = static_cast<std::size_t>(shape.volume()) * dtype_size(dtype) <= kMostBytes;
+    return s;
+  }
+
   const Kernel& kernel(const std::shared_ptr<runtime::Driver>& driver, std::string key,
                        const std::function<KernelDef(const std::string&)>& make) {
     auto it = kernels_.find(key);
@@ -61,6 +93,10 @@ class Library final : public runtime::LibraryState {
   std::vector<std::weak_ptr<ArrayHandle>> pending_;
   std::size_t kept_ = 0;
   std::unordered_map<std::string, Kernel> kernels_;
+  using Key = std::tuple<DType, int, int64_t, int64_t, int64_t>;
+  static Key key(DType d, const Dim& s) { return {d, s.rank(), s.get(0), s.get(1), s.get(2)}; }
+  std::map<Key, std::vector<std::shared_ptr<plan::ArrayMeta>>> spare_;
+  std::size_t kept_arrays_ = 0;
 };
 
 }  // namespace
@@ -173,10 +209,8 @@ void launch_elements(const std::shared_ptr<runtime::Driver>& driver, const Kerne
 void launch_program(const std::shared_ptr<runtime::Driver>& driver, Program& p) {
   ArrayHandle& target = *p.target.handle;
   if (p.target.fresh) {
-    auto h = detail::array_create(driver, p.dtype, p.shape,
-                                  detail::default_distribution(driver, p.dtype, p.shape), nullptr);
-    target.storage = h->storage;
-    p.target.access.storage = h->storage;
+    target.storage = Library::of(driver).fresh(driver, p.dtype, p.shape);
+    p.target.access.storage = target.storage;
   }
   const Kernel& kernel = cached_kernel(driver, p.key(), [&](const std::string& name) {
     return KernelDef::from_source(p.source(name), name).annotate(p.annotation());

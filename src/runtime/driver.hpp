@@ -23,6 +23,9 @@ class LibraryState {
   virtual ~LibraryState() = default;
   /// Launches the work of every pending array (before a synchronize).
   virtual void settle_pending() = 0;
+  /// Offered an array whose last handle went (one the library made to reuse): true when
+  /// it keeps the array for a later result of its shape instead of its release.
+  virtual bool recycle(std::shared_ptr<plan::ArrayMeta>& meta) = 0;
 };
 
 class Driver {

@@ -212,5 +212,28 @@ TEST(ArrayRandom, ElementsDependOnlyOnSeedAndIndex) {
     EXPECT_EQ(one[i], std::fma(5.0f, rng::uniform_float(seed, i, 0), -2.0f)) << i;
 }
 
+TEST(ArrayElementwise, SmallResultsReuseTheArraysOfResultsThatWent) {
+  gs::Context ctx(test::quiet_config(2));
+  const int64_t n = 3000;
+  auto av = randoms<float>(n, 21);
+  auto a = ctx.from_vector(av, {n});
+  gs::Array<float> out, kept;
+  for (int i = 0; i < 40; ++i) {
+    out = a * float(i);      // the previous result's array is offered for reuse
+    if (i == 7) kept = out;  // a result still held is never reused
+    if (i % 3 == 0) {
+      auto later = out + 1.0f;  // a pending reader: it reads the values it was built from
+      out = a * -1.0f;
+      auto v = later.to_vector();
+      for (int64_t k = 0; k < n; k += 97) ASSERT_EQ(v[k], av[k] * float(i) + 1.0f) << i;
+    }
+    auto v = out.to_vector();
+    const float f = i % 3 == 0 ? -1.0f : float(i);
+    for (int64_t k = 0; k < n; k += 97) ASSERT_EQ(v[k], av[k] * f) << i << " " << k;
+  }
+  auto k7 = kept.to_vector();
+  for (int64_t k = 0; k < n; k += 97) ASSERT_EQ(k7[k], av[k] * 7.0f) << k;
+}
+
 }  // namespace
 }  // namespace gridspan

@@ -43,6 +43,8 @@ struct ArrayStorage {
   /// writes it, so that they read the values they were built from.
   std::vector<std::weak_ptr<ArrayHandle>> pending_readers;
   std::size_t readers_kept = 0;  // pending_readers' size after its last pruning
+  /// Offered to the array library for reuse when it goes, rather than released.
+  bool recyclable = false;
   ArrayStorage(std::shared_ptr<runtime::Driver> d, std::shared_ptr<plan::ArrayMeta> m);
   ~ArrayStorage();
   ArrayStorage(const ArrayStorage&) = delete;
