@@ -147,12 +147,16 @@ Level next_level(const Plan& plan, const Dim& in, int ax, bool gpu, int64_t grai
                                     : (L + l.block_x * most_blocks - 1) / (l.block_x * most_blocks);
     k = pow2_at_least(std::max<int64_t>(k, 1));
     if (grain != 0 && grain % l.block_x == 0) k = largest_pow2_dividing(k, grain / l.block_x);
+    if (k * l.block_x < 2 && L > 1) k = 2;  // a level always shrinks its axis
     l.K = k;
     l.C = k * l.block_x;
   } else {
     const int64_t want_groups = std::max<int64_t>(1, (gpu ? (1 << 17) : 64) / other);
     int64_t k = L <= 64 ? L : pow2_at_least((L + want_groups - 1) / want_groups);
     if (grain != 0) k = largest_pow2_dividing(pow2_at_least(k), grain);
+    // A level always shrinks its axis: where the other axes give every thread wanted (or the
+    // chunks' boundaries allow no group), groups of up to 64 straddle them.
+    if (k < 2 && L > 1) k = pow2_at_least(std::min<int64_t>(L, 64));
     l.K = std::max<int64_t>(k, 1);
     l.C = l.K;
   }

@@ -221,5 +221,28 @@ TEST(ArrayReduce, ArgmaxAndArgminAnswerTheFirstExtremeAndTheFirstNaN) {
   EXPECT_EQ(gs::argmin(gs::zeros<float>(ctx, {3, 0}), 0).shape(), (gs::Dim{0}));
 }
 
+TEST(ArrayReduce, EveryLevelShrinksItsAxisWhateverTheChunks) {
+  // Partials of one element per chunk (4096 -> ... -> 2 over two chunks) once made a level of
+  // one element per group, which never ended; so did a short axis beside many columns.
+  gs::Context ctx(test::quiet_config(2));
+  auto g = test::rng(31);
+  std::vector<int32_t> v(4096);
+  for (auto& x : v) x = static_cast<int32_t>(g() % 1001) - 500;
+  const int64_t want = std::accumulate(v.begin(), v.end(), int64_t(0));
+  auto a = ctx.from_vector(v, {4096}, gs::dist::rows(2048));
+  EXPECT_EQ(gs::sum(a).item(), want);
+  auto b = ctx.from_vector(v, {4096}, gs::dist::rows(1024));
+  EXPECT_EQ(gs::sum(b).item(), want);
+  std::vector<int32_t> w(67 * 1030);
+  for (auto& x : w) x = static_cast<int32_t>(g() % 1001) - 500;
+  auto m = ctx.from_vector(w, {67, 1030});
+  auto cols = gs::sum(m, 0).to_vector();
+  for (int64_t j = 0; j < 1030; j += 103) {
+    int64_t s = 0;
+    for (int64_t i = 0; i < 67; ++i) s += w[i * 1030 + j];
+    ASSERT_EQ(cols[j], s) << j;
+  }
+}
+
 }  // namespace
 }  // namespace gridspan
