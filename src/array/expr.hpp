@@ -154,4 +154,15 @@ std::shared_ptr<Node> arange_node(DType dtype, const Dim& shape, double start, d
 /// storages it reads (launched before they are written).
 void track_pending(const std::shared_ptr<ArrayHandle>& h);
 
+/// The Program reading array `in` where it lies: a pending expression is computed inside
+/// the kernel that reads it (a reduction's or a scan's), with no launch of its own.
+inline Program read_program(const std::shared_ptr<ArrayHandle>& in) {
+  Node root;
+  root.op = EwOp::cast;
+  root.dtype = in->dtype;
+  root.shape = in->shape;
+  root.inputs.push_back(Input{in, in->dtype, 0, 0});
+  return build_expression(root);
+}
+
 }  // namespace gridspan::array

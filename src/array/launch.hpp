@@ -25,6 +25,18 @@ Dim thread_dim(const Dim& shape, const std::array<int64_t, kMaxRank>& per_axis);
 /// One superblock per chunk's owned box (in blocks of `block`, x fastest), on its device.
 std::vector<Superblock> chunk_superblocks(const plan::ArrayMeta& meta,
                                           const std::array<int64_t, kMaxRank>& block);
+/// The leaf of `p` its input of shape `shape` mostly lies in: a plain array of that shape
+/// read element for element, whose chunks say where the work goes (null: none).
+inline const Leaf* guide_leaf(const Program& p, const Dim& shape) {
+  for (const Leaf& l : p.leaves) {
+    if (l.general || l.linear || l.rank != shape.rank() || l.storage->meta->shape != shape)
+      continue;
+    bool identity = true;
+    for (int b = 0; b < l.rank; ++b) identity = identity && (l.follows[b] == b || shape[b] == 1);
+    if (identity) return &l;
+  }
+  return nullptr;
+}
 
 /// Launches `kernel` with one thread per element of `shape` (x along the last axis): its
 /// superblocks follow the chunks of `along` (a plain array of that shape; with

@@ -279,17 +279,6 @@ std::pair<std::string, std::string> level_kernel(const Plan& plan, const Level& 
   return {src, ann};
 }
 
-// The storage the level's input mostly lies in: a plain leaf of the input's shape.
-const Leaf* guide_of(const Program& p, const Dim& in) {
-  for (const Leaf& l : p.leaves) {
-    if (l.general || l.linear || l.rank != in.rank() || l.storage->meta->shape != in) continue;
-    bool identity = true;
-    for (int b = 0; b < l.rank; ++b) identity = identity && (l.follows[b] == b || in[b] == 1);
-    if (identity) return &l;
-  }
-  return nullptr;
-}
-
 // The level's output distribution: the guide's chunks with the reduced axis divided by C
 // (dropped when it goes), when that cuts the output into disjoint boxes; else the default.
 DataDistribution out_distribution(const std::shared_ptr<runtime::Driver>& driver, const Level& l,
@@ -364,22 +353,14 @@ std::shared_ptr<ArrayHandle> run_level(const std::shared_ptr<runtime::Driver>& d
 std::shared_ptr<ArrayHandle> run_level(const std::shared_ptr<runtime::Driver>& driver,
                                        const Plan& plan, const std::shared_ptr<ArrayHandle>& in_h,
                                        int ax, bool first, Level& l) {
-  Node root;
-  root.op = EwOp::cast;
-  root.dtype = in_h->dtype;
-  root.shape = in_h->shape;
-  Input in;
-  in.array = in_h;
-  in.as = in_h->dtype;
-  root.inputs.push_back(in);
-  return run_level(driver, plan, build_expression(root), ax, first, l);
+  return run_level(driver, plan, read_program(in_h), ax, first, l);
 }
 
 std::shared_ptr<ArrayHandle> run_level(const std::shared_ptr<runtime::Driver>& driver,
                                        const Plan& plan, const Program& p, int ax, bool first,
                                        Level& l) {
   const Dim& in_shape = p.shape;
-  const Leaf* guide = guide_of(p, in_shape);
+  const Leaf* guide = guide_leaf(p, in_shape);
   int64_t grain = 0;
   if (guide) grain = chunk_grain(*guide->storage->meta)[ax];
   const bool gpu = driver->backend_name() == "cuda";
