@@ -244,5 +244,17 @@ TEST(ArrayReduce, EveryLevelShrinksItsAxisWhateverTheChunks) {
   }
 }
 
+TEST(ArrayReduce, NarrowIntegersHaveTheirOwnExtremes) {
+  // ~uint8_t(0) is the int -1: min started from -1 and max from 0 for int8 and int16, and a
+  // float past their range converted to -1 (found by the differential test).
+  gs::Context ctx(test::quiet_config(1));
+  EXPECT_EQ(gs::min(ctx.from_vector<int8_t>({5, 7, 9}, {3})).item(), 5);
+  EXPECT_EQ(gs::max(ctx.from_vector<int16_t>({-5, -7, -9}, {3})).item(), -5);
+  EXPECT_EQ(gs::max(ctx.from_vector<int8_t>({-128, -100}, {2})).item(), -100);
+  auto f = ctx.from_vector<float>({1000.0f, -1000.0f, 1e5f}, {3});
+  EXPECT_EQ(f.astype<int8_t>().to_vector(), (std::vector<int8_t>{127, -128, 127}));
+  EXPECT_EQ(f.astype<int16_t>().to_vector(), (std::vector<int16_t>{1000, -1000, 32767}));
+}
+
 }  // namespace
 }  // namespace gridspan

@@ -104,7 +104,7 @@ GRIDSPAN_HD T highest() {
   if constexpr (detail::is_integer<T>::value) {
     if constexpr (detail::is_same<T, bool>::value) return true;
     using U = typename unsigned_of<T>::type;
-    return static_cast<T>(~U(0) >> (detail::is_signed<T>::value ? 1 : 0));
+    return static_cast<T>(static_cast<U>(~U(0)) >> (detail::is_signed<T>::value ? 1 : 0));
   } else {
     const unsigned long long bits = sizeof(T) == 4 ? 0x7F800000ull : 0x7FF0000000000000ull;  // +inf
     T v;
@@ -158,8 +158,7 @@ GRIDSPAN_HD T convert(V v) {
     if (d <= limits<T>::lo) return static_cast<T>(limits<T>::lo);
     if (d >= limits<T>::hi) {
       // hi of a 64-bit type is not a double: the largest value itself.
-      return static_cast<T>(~static_cast<typename unsigned_of<T>::type>(0) >>
-                            (detail::is_signed<T>::value ? 1 : 0));
+      return highest<T>();
     }
     return static_cast<T>(d);
   } else {
