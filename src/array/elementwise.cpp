@@ -112,22 +112,6 @@ DType result_dtype(EwOp op, DType as) {
   }
 }
 
-Dim broadcast(const Dim& a, const Dim& b) {
-  const int rank = std::max(a.rank(), b.rank());
-  Dim out = Dim::of_rank(rank, 1);
-  for (int k = 0; k < rank; ++k) {
-    const int ka = k - (rank - a.rank()), kb = k - (rank - b.rank());
-    const int64_t ea = ka >= 0 ? a[ka] : 1, eb = kb >= 0 ? b[kb] : 1;
-    if (ea != eb && ea != 1 && eb != 1)
-      throw Error(fmt::format(
-          "shapes {} and {} cannot be broadcast together: axis {} from the end is {} in one and "
-          "{} in the other (each must be equal or 1)",
-          a.str(), b.str(), rank - k, ea, eb));
-    out[k] = ea == 1 ? eb : ea;
-  }
-  return out;
-}
-
 // A scalar's value as the dtype `as` holds it (16-bit floats rounded), or an error when an
 // integer does not fit an integer type (NumPy 2 raises so too).
 void convert_scalar(const detail::EwArg& arg, DType as, Input& in) {
@@ -193,6 +177,22 @@ std::shared_ptr<runtime::Driver> driver_of(const std::vector<detail::EwArg>& arg
 }
 
 }  // namespace
+
+Dim broadcast(const Dim& a, const Dim& b) {
+  const int rank = std::max(a.rank(), b.rank());
+  Dim out = Dim::of_rank(rank, 1);
+  for (int k = 0; k < rank; ++k) {
+    const int ka = k - (rank - a.rank()), kb = k - (rank - b.rank());
+    const int64_t ea = ka >= 0 ? a[ka] : 1, eb = kb >= 0 ? b[kb] : 1;
+    if (ea != eb && ea != 1 && eb != 1)
+      throw Error(fmt::format(
+          "shapes {} and {} cannot be broadcast together: axis {} from the end is {} in one and "
+          "{} in the other (each must be equal or 1)",
+          a.str(), b.str(), rank - k, ea, eb));
+    out[k] = ea == 1 ? eb : ea;
+  }
+  return out;
+}
 
 std::shared_ptr<ArrayHandle> pending_handle(const std::shared_ptr<runtime::Driver>& driver,
                                             std::shared_ptr<Node> node) {

@@ -131,6 +131,9 @@ std::string leaf_element(const Leaf& l, const std::string& name);
 /// Its annotation rule ("read L0[a0, a1]").
 std::string leaf_rule(const Leaf& l, const std::string& mode, const std::string& name);
 
+/// NumPy's broadcast of two shapes; a gs::Error naming both when they cannot be.
+Dim broadcast(const Dim& a, const Dim& b);
+
 /// A pending handle's Node (null when settled or made by another producer).
 const Node* node_of(const ArrayHandle& h);
 /// The view type names by rank ("Scalar" .. "Tensor").

@@ -174,20 +174,11 @@ Dim broadcast_shape(const KernelSpec& s, const std::vector<detail::KernelArg>& a
                     std::size_t outputs_given) {
   std::optional<Dim> shape;
   auto join = [&](const Dim& d) {
-    if (!shape) {
-      shape = d;
-      return;
+    try {
+      shape = shape ? broadcast(*shape, d) : d;
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", s.name, e.what()));
     }
-    Dim out = Dim::of_rank(std::max(shape->rank(), d.rank()), 1);
-    for (int k = 0; k < out.rank(); ++k) {
-      const int ka = k - (out.rank() - shape->rank()), kb = k - (out.rank() - d.rank());
-      const int64_t ea = ka >= 0 ? (*shape)[ka] : 1, eb = kb >= 0 ? d[kb] : 1;
-      if (ea != eb && ea != 1 && eb != 1)
-        throw Error(fmt::format("{}: shapes {} and {} cannot be broadcast together", s.name,
-                                shape->str(), d.str()));
-      out[k] = ea == 1 ? eb : ea;
-    }
-    shape = out;
   };
   for (std::size_t k = 0; k < s.in.size(); ++k)
     if (args[k].arg.array && !s.in[k].raw) join(args[k].arg.array->shape);
