@@ -58,6 +58,11 @@ void array_settle(ArrayHandle& h) {
   std::shared_ptr<Producer> producer = std::move(h.producer);
   producer->produce(h);
   h.pending.store(false, std::memory_order_release);
+  for (auto& weak : h.pending_dependents)
+    if (auto reader = weak.lock(); reader && reader->pending.load(std::memory_order_acquire))
+      h.storage->pending_readers.push_back(std::move(reader));
+  h.pending_dependents.clear();
+  h.dependents_kept = 0;
 }
 
 void settle_readers(ArrayStorage& storage) {

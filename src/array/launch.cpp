@@ -188,9 +188,13 @@ const Kernel& cached_kernel(const std::shared_ptr<runtime::Driver>& driver, std:
 void track_pending(const std::shared_ptr<ArrayHandle>& h) {
   Library::of(h->driver).add_pending(h);
   const auto* node = static_cast<const Node*>(h->producer.get());
-  for (const Input& in : node->inputs)
-    if (in.array && !in.array->pending.load(std::memory_order_acquire))
+  for (const Input& in : node->inputs) {
+    if (!in.array) continue;
+    if (in.array->pending.load(std::memory_order_acquire))
+      add_weak(in.array->pending_dependents, in.array->dependents_kept, h);
+    else
       add_weak(in.array->storage->pending_readers, in.array->storage->readers_kept, h);
+  }
 }
 
 void launch_elements(const std::shared_ptr<runtime::Driver>& driver, const Kernel& kernel,

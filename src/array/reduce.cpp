@@ -312,10 +312,19 @@ DataDistribution out_distribution(const std::shared_ptr<runtime::Driver>& driver
 std::vector<Superblock> level_superblocks(const Level& l, const plan::ArrayMeta& out,
                                           std::array<int64_t, 3>& block) {
   const int R = l.in.rank();
+  const bool whole = out.shape.rank() == 0 || (l.final && out.shape.rank() != R - (l.drop ? 1 : 0));
+  // The output axis each thread axis writes along (-1: none).
+  auto out_axis = [&](int k) {
+    if (whole || (k == l.axis && l.drop)) return -1;
+    return l.drop && k > l.axis ? k - 1 : k;
+  };
   std::vector<Superblock> sbs;
   block = {1, 1, 1};
   if (!l.last_axis) {
+    // Blocks divide the output's chunk boundaries, so that superblocks follow its chunks.
+    const auto out_grain = chunk_grain(out);
     std::array<int64_t, 3> grain{0, 0, 0};
+    for (int k = 0; k < R; ++k) grain[k] = out_axis(k) < 0 ? 0 : out_grain[out_axis(k)];
     Dim threads = with_extent(l.in, l.axis, l.groups);
     block = choose_block(threads, grain);
   } else {
@@ -326,8 +335,7 @@ std::vector<Superblock> level_superblocks(const Level& l, const plan::ArrayMeta&
     Rect r(R, {0, 0, 0}, {1, 1, 1});
     for (int k = 0, j = 0; k < R; ++k) {
       int64_t lo = 0, hi = 1;  // in groups along the reduced axis, else elements
-      const bool in_out = !(k == l.axis && l.drop) && out.shape.rank() > 0 &&
-                          !(l.final && out.shape.rank() != R - (l.drop ? 1 : 0));
+      const bool in_out = out_axis(k) >= 0;
       if (in_out)
         lo = c.owned.lo[j], hi = c.owned.hi[j], ++j;
       else if (k != l.axis)
@@ -338,7 +346,7 @@ std::vector<Superblock> level_superblocks(const Level& l, const plan::ArrayMeta&
       r.hi[t] = (hi + e - 1) / e;
     }
     sbs.push_back(Superblock{r, c.device});
-    if (out.shape.rank() == 0 || (l.final && out.shape.rank() != R - (l.drop ? 1 : 0))) break;
+    if (whole) break;
   }
   return sbs;
 }

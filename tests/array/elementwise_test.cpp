@@ -104,6 +104,14 @@ TEST(ArrayElementwise, IntegersPromoteDivideAndWrapAsNumPy) {
   EXPECT_DOUBLE_EQ(q[0], -7.0 / 3.0);
   EXPECT_TRUE(std::isinf(q[5]));
   EXPECT_EQ((a * 2.5).to_vector()[1], 17.5);
+  auto c = a.copy();
+  c += b;  // integers in place, as NumPy's same_kind rule allows
+  c *= 2;
+  c -= a;
+  EXPECT_EQ(c.to_vector(), (std::vector<int32_t>{-1, 13, -13, 1, -2147483647, 5}));
+  auto flags = ctx.from_vector<bool>({true, false, false, true}, {4});
+  flags += ctx.from_vector<bool>({false, false, true, true}, {4});  // bool + bool: or
+  EXPECT_EQ(flags.to_vector(), (std::vector<bool>{true, false, true, true}));
   try {
     auto small = ctx.from_vector<int8_t>({1, 2}, {2});
     (void)(small + 300);
@@ -141,6 +149,14 @@ TEST(ArrayElementwise, ALazyResultKeepsTheValuesItWasBuiltFrom) {
   for (int i = 0; i < 1000; ++i) {
     ASSERT_EQ(cv[i], av[i] + 1.0f);
     ASSERT_EQ(now[i], av[i] + 5.0f);
+  }
+  auto b = a + 1.0f;  // pending, and read by another pending array
+  auto e = b * 2.0f;
+  b += 10.0f;  // b settles, then is written: e is launched before the write
+  auto ev = e.to_vector(), bv = b.to_vector();
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_EQ(ev[i], (av[i] + 5.0f + 1.0f) * 2.0f) << i;
+    ASSERT_EQ(bv[i], av[i] + 5.0f + 1.0f + 10.0f) << i;
   }
   a.copy_from(av);  // a write through the runtime API settles readers too
   auto d = a * 2.0f;

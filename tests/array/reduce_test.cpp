@@ -244,6 +244,29 @@ TEST(ArrayReduce, EveryLevelShrinksItsAxisWhateverTheChunks) {
   }
 }
 
+TEST(ArrayReduce, ColumnChunksThatNoBlockDividesStillCutTheOutput) {
+  // Columns cut at 15 of 18: the block along them once ignored the cut, so two output chunks
+  // fell into one block ("does not cut the grid into disjoint superblocks"; found by the
+  // differential test).
+  auto g = test::rng(32);
+  std::vector<int32_t> w(2 * 18);
+  for (auto& x : w) x = static_cast<int32_t>(g() % 1001) - 500;
+  for (int devices : {1, 2, 3}) {
+    gs::Context ctx(test::quiet_config(devices));
+    auto m = ctx.from_vector(w, {2, 18}, gs::dist::columns(15));
+    auto cols = gs::sum(m, 0).to_vector();
+    auto kept = gs::sum(m, 0, true).to_vector();
+    ASSERT_EQ(cols.size(), 18u);
+    for (int64_t j = 0; j < 18; ++j) {
+      ASSERT_EQ(cols[j], w[j] + w[18 + j]) << devices << " " << j;
+      ASSERT_EQ(kept[j], cols[j]) << devices << " " << j;
+    }
+    auto rows = gs::max(m, 1).to_vector();
+    for (int64_t i = 0; i < 2; ++i)
+      ASSERT_EQ(rows[i], *std::max_element(w.begin() + 18 * i, w.begin() + 18 * (i + 1)));
+  }
+}
+
 TEST(ArrayReduce, NarrowIntegersHaveTheirOwnExtremes) {
   // ~uint8_t(0) is the int -1: min started from -1 and max from 0 for int8 and int16, and a
   // float past their range converted to -1 (found by the differential test).

@@ -83,6 +83,10 @@ struct ArrayHandle {
   ViewMap view;  // for a view: where its elements lie in `storage`
   std::shared_ptr<Producer> producer;
   std::atomic<bool> pending{false};
+  /// While pending: the pending arrays that read this one. Once it settles they become its
+  /// storage's pending readers, so that a later write to it launches them first.
+  std::vector<std::weak_ptr<ArrayHandle>> pending_dependents;
+  std::size_t dependents_kept = 0;  // pending_dependents' size after its last pruning
 
   ArrayHandle() = default;
   ArrayHandle(const ArrayHandle&) = delete;

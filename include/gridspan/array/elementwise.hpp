@@ -192,7 +192,8 @@ Array<bool> operator!(const Array<T>& a) {
   template <class T, class Y, std::enable_if_t<detail::binary_ok<Array<T>, Y>, int> = 0> \
   Array<T>& operator sym##=(Array<T>& a, const Y& y) {                                   \
     auto value = a op y;                                                                 \
-    static_assert(detail::is_float(dtype_v<T>) || !detail::is_float(value.dtype()),      \
+    using R = typename decltype(value)::value_type;                                      \
+    static_assert(detail::is_float(dtype_v<T>) || !detail::is_float(dtype_v<R>),         \
                   "a float result cannot be stored into an integer array in place "      \
                   "(NumPy's same_kind rule): use a = (a " #op " y).astype<T>()");        \
     detail::assign(a.shared(), detail::ew_arg(value));                                   \
