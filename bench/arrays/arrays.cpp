@@ -111,6 +111,37 @@ void run_sums(gs::Context& ctx, const std::vector<float>& av, int64_t n, int rep
   report(ctx, "sum_first", n, n * f, time_calls(ctx, reps, [&] { out = gs::sum(a2, 0); }));
 }
 
+// Every prefix of `got` within 1e-4 of the prefix sums of |x| (at least 1) of a float64 scan of
+// `av` along lines of `line` elements.
+void check_scan(const char* bench, const std::vector<float>& got, const std::vector<float>& av,
+                int64_t line) {
+  double want = 0, scale = 0;
+  for (std::size_t i = 0; i < av.size(); ++i) {
+    if (static_cast<int64_t>(i) % line == 0) want = scale = 0;
+    want += av[i], scale += std::abs(av[i]);
+    if (std::abs(got[i] - want) > 1e-4 * std::max(scale, 1.0)) {
+      std::fprintf(stderr, "bench_arrays: %s is wrong at %zu (%g, want %g)\n", bench, i,
+                   double(got[i]), want);
+      std::exit(1);
+    }
+  }
+}
+
+// cumsum of everything, and along the last axis of (n / 4096, 4096).
+void run_scans(gs::Context& ctx, const std::vector<float>& av, int64_t n, int reps) {
+  const double f = sizeof(float);
+  gs::Array<float> out;
+  auto a = ctx.from_vector(av, {n});
+  check_scan("cumsum_all", gs::cumsum(a).to_vector(), av, n);
+  report(ctx, "cumsum_all", n, 2 * n * f, time_calls(ctx, reps, [&] { out = gs::cumsum(a); }));
+  const int64_t row = 4096;
+  if (n < 2 * row) return;
+  auto a2 = ctx.from_vector(av, {n / row, row});
+  check_scan("cumsum_last", gs::cumsum(a2, 1).to_vector(), av, row);
+  report(ctx, "cumsum_last", n, 2 * n * f,
+         time_calls(ctx, reps, [&] { out = gs::cumsum(a2, 1); }));
+}
+
 void run_size(gs::Context& ctx, int64_t n, int reps) {
   const auto av = random_floats(n, 1), bv = random_floats(n, 2), cv = random_floats(n, 3);
   auto a = ctx.from_vector(av, {n}), b = ctx.from_vector(bv, {n}), c = ctx.from_vector(cv, {n});
@@ -142,6 +173,7 @@ void run_size(gs::Context& ctx, int64_t n, int reps) {
            out.handle();
          }));
   run_sums(ctx, av, n, reps);
+  run_scans(ctx, av, n, reps);
 }
 
 // Host time per call of the array library's parts at n elements (a loop of `reps` calls,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """CuPy baseline for gridspan's array benchmarks: copy, add, an elementwise chain (unfused and
-through cupy.fuse) and three sums, float32, on one GPU; one JSON line per (bench, n) on stdout.
+through cupy.fuse), three sums and two cumsums, float32, on one GPU; one JSON line per (bench, n) on stdout.
 
 gpu_ms is the median over R calls of the CUDA-event time around one call (the device synchronized
 before each call and before the events are read); wall_us_per_call is the host time of a loop of R
@@ -107,6 +107,12 @@ def cases(be, n, a, b, c, out):
         for name, axis in (("sum_last", 1), ("sum_first", 0)):
             yield name, n * 4, (lambda ax=axis: a2.sum(axis=ax)), \
                 (lambda r, ax=axis: (be.host(r), f2.sum(axis=ax), np.abs(f2).sum(axis=ax)))
+    # Scans: every prefix against float64, relative to the prefix sums of |a|.
+    yield "cumsum_all", 2 * n * 4, lambda: xp.cumsum(a), \
+        lambda r: (be.host(r), np.cumsum(full), np.cumsum(np.abs(full)).clip(1.0))
+    if n >= 2 * ROW:
+        yield "cumsum_last", 2 * n * 4, lambda: xp.cumsum(a2, axis=1), \
+            lambda r: (be.host(r), np.cumsum(f2, axis=1), np.cumsum(np.abs(f2), axis=1).clip(1.0))
 
 
 def check(name, n, got, ref, scale, tol=1e-5):
@@ -147,7 +153,7 @@ def run(be, sizes, reps, seed, timer=time_call, skip=()):
             if name.startswith("chain"):
                 assert r.dtype == np.float32, f"{name} gives {r.dtype} ({be.labels})"
                 chains[name] = r
-            err = check(name, n, *ref(r))
+            err = check(name, n, *ref(r), tol=1e-4 if name.startswith("cumsum") else 1e-5)
             del r
             times, seconds = timer(be, fn, reps)
             gbps = nbytes / seconds / 1e9
