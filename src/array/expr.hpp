@@ -97,6 +97,10 @@ struct Program {
   Ref result;
   Target target;
   std::array<int64_t, kMaxRank> block{1, 1, 1};  // per array axis
+  /// Each thread runs a line of `gs_e` elements (a kernel parameter after the others) along
+  /// the last axis, as a loop the compiler vectorises: the cpu backend's kernels, whose
+  /// threads are iterations of a loop on one core anyway.
+  bool looped = false;
 
   /// The shape of the expression (operations, dtypes, broadcasts, views), not its values:
   /// equal keys, equal kernels.

@@ -164,8 +164,9 @@ namespace {
 
 // Superblocks along the chunks of `along` (a plain array of the launch's shape), else slices
 // of the slowest axis, one per device.
+// `block` counts elements; a thread runs `line` elements of the last axis.
 WorkDistribution work_for(const Dim& shape, const ArrayHandle* along,
-                          const std::array<int64_t, kMaxRank>& block, int devices) {
+                          const std::array<int64_t, kMaxRank>& block, int devices, int64_t line) {
   if (along && !along->is_view && along->meta().owned_partition)
     return work::custom("array", [sb = chunk_superblocks(along->meta(), block)](
                                      const Dim&, const Dim&, int) { return sb; });
@@ -174,6 +175,7 @@ WorkDistribution work_for(const Dim& shape, const ArrayHandle* along,
   if (shape.rank() > 0) {
     const int64_t per = (shape[0] + devices - 1) / devices;
     tile[0] = std::max<int64_t>(block[0], (per + block[0] - 1) / block[0] * block[0]);
+    tile[shape.rank() - 1] /= line;  // a multiple of block's last axis, which is `line`
   }
   return work::tiles(thread_dim(shape, tile));
 }
@@ -199,19 +201,38 @@ void track_pending(const std::shared_ptr<ArrayHandle>& h) {
 
 void launch_elements(const std::shared_ptr<runtime::Driver>& driver, const Kernel& kernel,
                      const Dim& shape, const ArrayHandle* along, bool follow_grain,
-                     const std::vector<detail::LaunchArg>& args) {
+                     const std::vector<detail::LaunchArg>& args, bool looped) {
   const auto block = choose_block(shape, follow_grain && along && !along->is_view
                                              ? chunk_grain(along->meta())
                                              : std::array<int64_t, 3>{0, 0, 0});
-  const Dim threads = thread_dim(
-      shape,
-      shape.rank() ? std::array<int64_t, 3>{shape.get(0), shape.get(1), shape.get(2)} : block);
-  kernel.launch_packed(threads, thread_dim(shape, block),
-                       work_for(shape, along, block, driver->device_count()), args);
+  const int last = shape.rank() - 1;
+  if (!looped || last < 0) {
+    const Dim threads = thread_dim(
+        shape,
+        shape.rank() ? std::array<int64_t, 3>{shape.get(0), shape.get(1), shape.get(2)} : block);
+    kernel.launch_packed(threads, thread_dim(shape, block),
+                         work_for(shape, along, block, driver->device_count(), 1), args);
+    return;
+  }
+  // A thread per block-wide line of the last axis (blocks one thread wide along it): the
+  // same grid of blocks, so the same superblocks.
+  const int64_t line = block[last];
+  std::array<int64_t, 3> threads{shape.get(0), shape.get(1), shape.get(2)}, per_block = block;
+  threads[last] = (shape[last] + line - 1) / line;
+  per_block[last] = 1;
+  std::vector<detail::LaunchArg> with_line = args;
+  detail::LaunchArg e;
+  e.dtype = DType::i64;
+  e.value = static_cast<double>(line);
+  e.bits = static_cast<uint64_t>(line);
+  with_line.push_back(e);
+  kernel.launch_packed(thread_dim(shape, threads), thread_dim(shape, per_block),
+                       work_for(shape, along, block, driver->device_count(), line), with_line);
 }
 
 void launch_program(const std::shared_ptr<runtime::Driver>& driver, Program& p) {
   ArrayHandle& target = *p.target.handle;
+  p.looped = driver->backend_name() == "cpu";
   if (p.target.fresh) {
     target.storage = Library::of(driver).fresh(driver, p.dtype, p.shape);
     p.target.access.storage = target.storage;
@@ -224,7 +245,7 @@ void launch_program(const std::shared_ptr<runtime::Driver>& driver, Program& p) 
   args.view(p.target.access);
   for (const Leaf& l : p.leaves) args.view(l);
   for (const Scalar& s : p.scalars) args.scalar(s);
-  launch_elements(driver, kernel, p.shape, &target, !p.target.fresh, args.list());
+  launch_elements(driver, kernel, p.shape, &target, !p.target.fresh, args.list(), p.looped);
 }
 
 }  // namespace gridspan::array

@@ -41,9 +41,11 @@ inline const Leaf* guide_leaf(const Program& p, const Dim& shape) {
 /// Launches `kernel` with one thread per element of `shape` (x along the last axis): its
 /// superblocks follow the chunks of `along` (a plain array of that shape; with
 /// `follow_grain`, blocks never straddle them), else slices of the slowest axis per device.
+/// `looped`: instead one thread per line of a block's width along the last axis (a Program
+/// with `looped` set; the line's length is passed after `args`).
 void launch_elements(const std::shared_ptr<runtime::Driver>& driver, const Kernel& kernel,
                      const Dim& shape, const ArrayHandle* along, bool follow_grain,
-                     const std::vector<detail::LaunchArg>& args);
+                     const std::vector<detail::LaunchArg>& args, bool looped = false);
 
 // The launch's arguments, in the order Program::source declares the parameters.
 class Arguments {

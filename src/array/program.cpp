@@ -180,9 +180,9 @@ void key_leaf(std::string& k, const Leaf& l) {
 }  // namespace
 
 std::string Program::key() const {
-  std::string k =
-      fmt::format("r{}d{}t{}{}{}|", shape.rank(), static_cast<int>(dtype), target.fresh ? 'f' : 'u',
-                  target.also_read ? 'r' : 'w', static_cast<int>(target.access.dtype));
+  std::string k = fmt::format("r{}d{}t{}{}{}{}|", shape.rank(), static_cast<int>(dtype),
+                              target.fresh ? 'f' : 'u', target.also_read ? 'r' : 'w',
+                              static_cast<int>(target.access.dtype), looped ? "l" : "");
   if (!target.fresh) key_leaf(k, target.access);
   k += '|';
   for (const Leaf& l : leaves) key_leaf(k, l);
@@ -286,29 +286,28 @@ std::string ranged(const std::string& e, const Leaf& l, int b, const AxisBounds&
   return lo == hi ? lo : lo + " : " + hi;
 }
 
+// `mode name[...]` for leaf `l` (named `name`), its axes bound as `ab` says.
+std::string ranged_rule(const Leaf& l, const std::string& mode, const std::string& name,
+                        const AxisBounds& ab) {
+  if (l.rank == 0) return mode + " " + name;
+  std::string idx;
+  if (l.linear) {
+    idx = l.rank == 1 ? ranged(linear_expr(l, name), l, 0, ab)
+                      : ranged(linear_index(l, name, 0), l, 0, ab);
+    for (int b = 1; b < l.rank; ++b) idx += fmt::format(", 0:{}m{} - 1", name, b);
+  } else {
+    for (int b = 0; b < l.rank; ++b)
+      idx += (b ? ", " : "") + ranged(index_expr(l, name, b), l, b, ab);
+  }
+  return fmt::format("{} {}[{}]", mode, name, idx);
+}
+
 }  // namespace
 
 std::string Program::read_rules(const AxisBounds& ab) const {
   std::string a;
-  for (std::size_t i = 0; i < leaves.size(); ++i) {
-    const Leaf& l = leaves[i];
-    const std::string name = fmt::format("L{}", i);
-    a += ", ";
-    if (l.rank == 0) {
-      a += "read " + name;
-      continue;
-    }
-    std::string idx;
-    if (l.linear) {
-      idx = l.rank == 1 ? ranged(linear_expr(l, name), l, 0, ab)
-                        : ranged(linear_index(l, name, 0), l, 0, ab);
-      for (int b = 1; b < l.rank; ++b) idx += fmt::format(", 0:{}m{} - 1", name, b);
-    } else {
-      for (int b = 0; b < l.rank; ++b)
-        idx += (b ? ", " : "") + ranged(index_expr(l, name, b), l, b, ab);
-    }
-    a += fmt::format("read {}[{}]", name, idx);
-  }
+  for (std::size_t i = 0; i < leaves.size(); ++i)
+    a += ", " + ranged_rule(leaves[i], "read", fmt::format("L{}", i), ab);
   return a;
 }
 
@@ -451,19 +450,31 @@ class SourceWriter {
   std::string write(const std::string& name) {
     std::string body;
     const int rank = p_.shape.rank();
+    const bool looped = p_.looped && rank > 0;
     for (int k = rank - 1; k >= 0; --k) {
       const char axis = "xyz"[rank - 1 - k];
       body +=
           fmt::format("  const int64_t {} = (int64_t)blockIdx.{} * blockDim.{} + threadIdx.{};\n",
-                      axis_name(k), axis, axis, axis);
+                      looped && k == rank - 1 ? "gs_w" : axis_name(k), axis, axis, axis);
     }
     if (rank == 0) body += "  if (blockIdx.x * blockDim.x + threadIdx.x != 0) return;\n";
     std::string guard;
-    for (int k = 0; k < rank; ++k) guard += fmt::format("{}a{} >= n{}", k ? " || " : "", k, k);
+    for (int k = 0; k < rank; ++k)
+      guard += fmt::format("{}{} >= n{}", k ? " || " : "",
+                           looped && k == rank - 1 ? "gs_w * gs_e" : axis_name(k), k);
     if (rank) body += fmt::format("  if ({}) return;\n", guard);
-    body += steps();
-    body += fmt::format("  gridspan::fused::store({}, v{});\n", element(p_.target_access(), "out"),
-                        p_.result.index);
+    std::string element_code = steps();
+    element_code += fmt::format("  gridspan::fused::store({}, v{});\n",
+                                element(p_.target_access(), "out"), p_.result.index);
+    if (looped) {
+      // The line's end, then a loop over it (its body as one thread's).
+      body += fmt::format(
+          "  const int64_t gs_end = gs_w * gs_e + gs_e < n{0} ? gs_w * gs_e + gs_e : n{0};\n"
+          "  for (int64_t a{0} = gs_w * gs_e; a{0} < gs_end; ++a{0}) {{\n{1}  }}\n",
+          rank - 1, element_code);
+    } else {
+      body += element_code;
+    }
     return fmt::format(
         "#include <gridspan/device/elementwise.hpp>\n#include <gridspan/device/fused.hpp>\n"
         "#include <gridspan/device/random.hpp>\n"
@@ -493,7 +504,9 @@ class SourceWriter {
     for (int k = 0; k < p_.shape.rank(); ++k) s += fmt::format(", int64_t n{}", k);
     s += ", " + view_param(p_.target_access(), "out", false);
     s += view_scalars(p_.target_access(), "out");
-    return s + input_params();
+    s += input_params();
+    if (p_.looped && p_.shape.rank() > 0) s += ", int64_t gs_e";
+    return s;
   }
   std::string value(Ref r) const {
     switch (r.kind) {
@@ -578,19 +591,28 @@ std::string Program::source(const std::string& name) const {
 
 std::string Program::annotation() const {
   const int rank = shape.rank();
+  const bool loop = looped && rank > 0;
   std::string binding = "global ";
   if (rank == 0)
     binding += "t";
   else {
     binding += "[";
-    for (int k = rank - 1; k >= 0; --k) binding += axis_name(k) + (k ? ", " : "");
+    for (int k = rank - 1; k >= 0; --k)
+      binding += (loop && k == rank - 1 ? "gs_w" : axis_name(k)) + (k ? ", " : "");
     binding += "]";
   }
   const char* mode = target.also_read ? "readwrite" : target.fresh ? "overwrite" : "write";
-  std::string a = binding + " => " + rule(target.access, mode, "out");
-  for (std::size_t l = 0; l < leaves.size(); ++l)
-    a += ", " + rule(leaves[l], "read", fmt::format("L{}", l));
-  return a;
+  if (!loop) {
+    std::string a = binding + " => " + rule(target.access, mode, "out");
+    for (std::size_t l = 0; l < leaves.size(); ++l)
+      a += ", " + rule(leaves[l], "read", fmt::format("L{}", l));
+    return a;
+  }
+  // A thread's line: the last axis from gs_w * gs_e to gs_w * gs_e + gs_e - 1.
+  AxisBounds ab;
+  ab.lo[rank - 1] = "gs_w*gs_e";
+  ab.hi[rank - 1] = "gs_w*gs_e + gs_e - 1";
+  return binding + " => " + ranged_rule(target.access, mode, "out", ab) + read_rules(ab);
 }
 
 }  // namespace gridspan::array

@@ -96,7 +96,8 @@ struct Level {
   int64_t groups = 1;    // along the reduced axis: blocks (F1) or threads (F2)
   int64_t block_x = 1;   // F1's threads per block
   bool final = false;
-  bool drop = false;  // the reduced axis is not in `out`
+  bool drop = false;    // the reduced axis is not in `out`
+  bool looped = false;  // F2 on a cpu: a thread runs a line of `gs_e` along the last axis
 };
 
 struct Plan {
@@ -139,6 +140,7 @@ Level next_level(const Plan& plan, const Dim& in, int ax, bool gpu, int64_t grai
   l.in = in;
   l.axis = ax;
   l.last_axis = ax == in.rank() - 1;
+  l.looped = !gpu && !l.last_axis;
   const int64_t L = in[ax], other = std::max<int64_t>(1, in.volume() / std::max<int64_t>(L, 1));
   if (l.last_axis) {
     l.block_x = gpu ? 256 : 1;
@@ -194,6 +196,41 @@ std::string post(const Plan& plan, const Level& l, const std::string& acc) {
   return convert(v, plan.acc, plan.out_dtype);
 }
 
+// F2's loop: a thread's column of the input (K elements along the reduced axis from g * K).
+std::string column(const Plan& plan, const Level& l, const Program& p, const std::string& value) {
+  return fmt::format(
+      "  {0} acc = {1};\n"
+      "  const int64_t J = n{2} - g * K < K ? n{2} - g * K : K;\n"
+      "#ifdef __CUDACC__\n#pragma unroll 8\n#endif\n"
+      "  for (int64_t j = 0; j < J; ++j) {{\n"
+      "    const int64_t a{2} = g * K + j;\n{3}    acc = {4};\n  }}\n"
+      "  gridspan::fused::store(out({5}), {6});\n",
+      reg(plan.acc), identity_of(plan), l.axis, p.step_code(), combine_of(plan, "acc", value),
+      out_indices(l, plan, {"a0", "a1", "a2"}, "g"), post(plan, l, "acc"));
+}
+
+// F2's loops on a cpu: gs_e columns side by side (the last axis), row after row, each into
+// its own accumulator; the inner loop runs along memory and vectorises.
+std::string looped_columns(const Plan& plan, const Level& l, const Program& p,
+                           const std::string& value) {
+  const int last = l.in.rank() - 1;
+  return fmt::format(
+      "  const int64_t gs_lo = gs_w * gs_e, gs_n = n{2} - gs_lo < gs_e ? n{2} - gs_lo : gs_e;\n"
+      "  {0} gs_acc[256];\n"
+      "  for (int64_t gs_c = 0; gs_c < gs_n; ++gs_c) gs_acc[gs_c] = {1};\n"
+      "  const int64_t J = n{3} - g * K < K ? n{3} - g * K : K;\n"
+      "  for (int64_t j = 0; j < J; ++j) {{\n"
+      "    const int64_t a{3} = g * K + j;\n"
+      "    for (int64_t gs_c = 0; gs_c < gs_n; ++gs_c) {{\n"
+      "      const int64_t a{2} = gs_lo + gs_c;\n{4}      gs_acc[gs_c] = {5};\n    }}\n  }}\n"
+      "  for (int64_t gs_c = 0; gs_c < gs_n; ++gs_c) {{\n"
+      "    const int64_t a{2} = gs_lo + gs_c;\n"
+      "    gridspan::fused::store(out({6}), {7});\n  }}\n",
+      reg(plan.acc), identity_of(plan), last, l.axis, p.step_code(),
+      combine_of(plan, "gs_acc[gs_c]", value), out_indices(l, plan, {"a0", "a1", "a2"}, "g"),
+      post(plan, l, "gs_acc[gs_c]"));
+}
+
 // The kernel source and annotation of one level.
 std::pair<std::string, std::string> level_kernel(const Plan& plan, const Level& l, const Program& p,
                                                  bool first, const std::string& name) {
@@ -204,6 +241,7 @@ std::pair<std::string, std::string> level_kernel(const Plan& plan, const Level& 
   sig += fmt::format(", int64_t K, int64_t C, int64_t G, double cnt, gridspan::{}<{}> out",
                      kViewKinds[l.out.rank()], dtype_cpp_name(out_dtype));
   sig += p.input_params();
+  if (l.looped) sig += ", int64_t gs_e";
   const std::string value = first && plan.custom
                                 ? plan.custom->map
                                 : map_value(first ? plan.op : RedOp::sum,
@@ -249,26 +287,26 @@ std::pair<std::string, std::string> level_kernel(const Plan& plan, const Level& 
     std::string binding, guard;
     for (int k = R - 1; k >= 0; --k) {
       const char axis = "xyz"[R - 1 - k];
-      const std::string n = k == l.axis ? "g" : names[k];
+      const std::string n = k == l.axis ? "g" : l.looped && k == R - 1 ? "gs_w" : names[k];
       binding += (k == R - 1 ? "" : ", ") + n;
       body +=
           fmt::format("  const int64_t {} = (int64_t)blockIdx.{} * blockDim.{} + threadIdx.{};\n",
                       n, axis, axis, axis);
-      guard += fmt::format("{}{} >= {}", guard.empty() ? "" : " || ", n,
+      guard += fmt::format("{}{} >= {}", guard.empty() ? "" : " || ",
+                           n == "gs_w" ? std::string("gs_w * gs_e") : n,
                            k == l.axis ? std::string("G") : fmt::format("n{}", k));
     }
     ab.lo[l.axis] = "g*K";
     ab.hi[l.axis] = "g*K + K - 1";
-    body += fmt::format(
-        "  if ({}) return;\n  {} acc = {};\n"
-        "  const int64_t J = n{} - g * K < K ? n{} - g * K : K;\n"
-        "#ifdef __CUDACC__\n#pragma unroll 8\n#endif\n"
-        "  for (int64_t j = 0; j < J; ++j) {{\n"
-        "    const int64_t a{} = g * K + j;\n{}    acc = {};\n  }}\n",
-        guard, acc_t, identity_of(plan), l.axis, l.axis, l.axis, p.step_code(),
-        combine_of(plan, "acc", value));
-    const std::string oi = out_indices(l, plan, names, "g");
-    body += fmt::format("  gridspan::fused::store(out({}), {});\n", oi, post(plan, l, "acc"));
+    body += fmt::format("  if ({}) return;\n", guard);
+    body += l.looped ? looped_columns(plan, l, p, value) : column(plan, l, p, value);
+    std::array<std::string, 3> ann_names = names;
+    if (l.looped) {
+      ab.lo[R - 1] = "gs_w*gs_e";
+      ab.hi[R - 1] = "gs_w*gs_e + gs_e - 1";
+      ann_names[R - 1] = "gs_w*gs_e : gs_w*gs_e + gs_e - 1";
+    }
+    const std::string oi = out_indices(l, plan, ann_names, "g");
     ann = fmt::format("global [{}] => overwrite out{}", binding, oi.empty() ? "" : "[" + oi + "]");
   }
   ann += p.read_rules(ab);
@@ -376,9 +414,9 @@ std::shared_ptr<ArrayHandle> run_level(const std::shared_ptr<runtime::Driver>& d
   const DType out_dtype = l.final ? plan.out_dtype : plan.acc;
   auto out = detail::array_create(driver, out_dtype, l.out,
                                   out_distribution(driver, l, guide, out_dtype), nullptr);
-  std::string key = fmt::format("reduce{}:{}:{}:{}:{}:{}:{}:{}:{}|{}", int(plan.op), int(plan.acc),
-                                int(out_dtype), l.last_axis, l.axis, l.final, l.drop, plan.keepdims,
-                                l.out.rank(), p.key());
+  std::string key = fmt::format("reduce{}:{}:{}:{}:{}:{}:{}:{}:{}:{}|{}", int(plan.op),
+                                int(plan.acc), int(out_dtype), l.last_axis, l.axis, l.final, l.drop,
+                                plan.keepdims, l.out.rank(), l.looped, p.key());
   if (plan.custom) key += "|custom|" + plan.custom->code + "|" + plan.custom->map;
   const Kernel& kernel = cached_kernel(driver, key, [&](const std::string& name) {
     auto [src, ann] = level_kernel(plan, l, p, first, name);
@@ -408,6 +446,15 @@ std::shared_ptr<ArrayHandle> run_level(const std::shared_ptr<runtime::Driver>& d
   auto sbs = level_superblocks(l, out->meta(), block);
   Dim threads = l.last_axis ? with_extent(l.in, l.axis, l.groups * l.block_x)
                             : with_extent(l.in, l.axis, l.groups);
+  if (l.looped) {  // a thread per block-wide line of the last axis: the same blocks
+    const int last = l.in.rank() - 1;
+    const int64_t line = block[last];
+    threads[last] = (threads[last] + line - 1) / line;
+    block[last] = 1;
+    Arguments e;
+    e.integer(line);
+    e.list_into(list);
+  }
   std::array<int64_t, 3> t3{threads.get(0), threads.get(1), threads.get(2)};
   kernel.launch_packed(
       thread_dim(threads, t3), thread_dim(threads, block),

@@ -16,6 +16,39 @@
 #include "abi.h"
 #include "cpu_atomic.hpp"
 
+// ---- vector math ------------------------------------------------------------------------
+// glibc's libmvec has SIMD versions of these (the kernel's .so links it); declared SIMD-callable
+// here, a loop that calls them vectorises (glibc's own headers declare them only under
+// -ffast-math, which would also break NaN and infinity handling).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && \
+    __GLIBC_PREREQ(2, 35)
+#define GRIDSPAN_SIMD_MATH_1(name)                                                   \
+  extern "C" __attribute__((__simd__("notinbranch"))) float name##f(float) noexcept; \
+  extern "C" __attribute__((__simd__("notinbranch"))) double name(double) noexcept;
+#define GRIDSPAN_SIMD_MATH_2(name)                                                          \
+  extern "C" __attribute__((__simd__("notinbranch"))) float name##f(float, float) noexcept; \
+  extern "C" __attribute__((__simd__("notinbranch"))) double name(double, double) noexcept;
+GRIDSPAN_SIMD_MATH_1(exp)
+GRIDSPAN_SIMD_MATH_1(expm1)
+GRIDSPAN_SIMD_MATH_1(log)
+GRIDSPAN_SIMD_MATH_1(log1p)
+GRIDSPAN_SIMD_MATH_1(sin)
+GRIDSPAN_SIMD_MATH_1(cos)
+GRIDSPAN_SIMD_MATH_1(tan)
+GRIDSPAN_SIMD_MATH_1(tanh)
+GRIDSPAN_SIMD_MATH_1(asin)
+GRIDSPAN_SIMD_MATH_1(acos)
+GRIDSPAN_SIMD_MATH_1(atan)
+GRIDSPAN_SIMD_MATH_1(sinh)
+GRIDSPAN_SIMD_MATH_1(cosh)
+GRIDSPAN_SIMD_MATH_1(erf)
+GRIDSPAN_SIMD_MATH_2(pow)
+GRIDSPAN_SIMD_MATH_2(atan2)
+GRIDSPAN_SIMD_MATH_2(hypot)
+#undef GRIDSPAN_SIMD_MATH_1
+#undef GRIDSPAN_SIMD_MATH_2
+#endif
+
 // ---- qualifiers ----------------------------------------------------------------------
 #define __device__
 #define __global__

@@ -246,6 +246,15 @@ std::shared_ptr<CompiledKernel> load(const std::string& path, const std::string&
   return std::make_shared<CpuKernel>(handle, entry, name);
 }
 
+// The CPU's feature flags (/proc/cpuinfo's first "flags" line; empty where there is none):
+// kernels compiled for one CPU are not loaded from a cache folder shared with another.
+std::string cpu_features() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("flags", 0) == 0) return line;
+  return "";
+}
+
 // What every compile of one compiler command shares: its identity and the header folder.
 struct Toolchain {
   std::vector<std::string> command;
@@ -380,7 +389,7 @@ const Toolchain& toolchain(const std::string& command_text, const std::string& c
         "C++17 compiler with GRIDSPAN_CXX (Config::cxx).",
         join(t->command), version.exit_code, version.output));
   }
-  t->identity = version.output;
+  t->identity = version.output + cpu_features();  // -march=native code runs on this CPU only
   Hasher h;
   for (const auto& [path, content] : gridspan::detail::embedded_files()) {
     h.add(path);
@@ -411,9 +420,14 @@ std::shared_ptr<CompiledKernel> CpuCompiler::compile(const KernelSource& k) {
   const std::string dir = cache_dir();
   const Toolchain& tc = toolchain(options_.cxx, dir);
 
+  // -O3 vectorises loops (the array library's kernels run lines of elements per thread);
+  // libmvec gives them vector math (see cpu_builtins.hpp), linked only where called.
+  // -march=native: this CPU's vector width (the cache key holds its features); no fused
+  // multiply-adds the source does not ask for, as in the host reference.
   std::vector<std::string> flags = {
-      "-std=c++17",          "-O2", "-fPIC", "-shared", "-fno-math-errno",
-      "-fvisibility=hidden", "-w",  "-pipe"};
+      "-std=c++17", "-O3",     "-march=native",   "-ffp-contract=off",
+      "-fPIC",      "-shared", "-fno-math-errno", "-fvisibility=hidden",
+      "-w",         "-pipe"};
   if (k.checked) flags.push_back("-DGRIDSPAN_CHECKED=1");
   Hasher h;
   h.add(wrapper);
@@ -447,6 +461,9 @@ std::shared_ptr<CompiledKernel> CpuCompiler::compile(const KernelSource& k) {
     std::vector<std::string> args = tc.command;
     args.insert(args.end(), flags.begin(), flags.end());
     args.insert(args.end(), {"-I", tc.include_dir, source_path, "-o", tmp_so});
+#if defined(__x86_64__) && defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
+    args.insert(args.end(), {"-Wl,--as-needed", "-lmvec"});  // after the code that calls it
+#endif
     logging::debug("compiling kernel `{}`: {}", k.name, join(args));
     ++g_compiler_invocations;
     const ProcessResult result = run_process(args);
