@@ -267,6 +267,38 @@ TEST(ArrayReduce, ColumnChunksThatNoBlockDividesStillCutTheOutput) {
   }
 }
 
+TEST(ArrayReduce, UnderMpirunArraysSpanEveryRank) {
+  // ctest runs this file under mpirun on 2 and 3 ranks (mpi.array.np*): one device per rank,
+  // rows spread over all of them, results exact as on one process.
+  gs::Context ctx(test::quiet_config(1));
+  const int ranks = gs::process_count();
+  ASSERT_EQ(static_cast<int>(ctx.ranks().size()), ranks);
+  ASSERT_EQ(ctx.device_count(), ranks);
+  const int64_t rows = 301, cols = 67;
+  auto g = test::rng(33);
+  std::vector<int32_t> v(rows * cols);
+  for (auto& x : v) x = static_cast<int32_t>(g() % 2001) - 1000;
+  auto m = ctx.from_vector(v, {rows, cols}, gs::dist::rows((rows + ranks - 1) / ranks));
+  auto doubled = (m * 2 + 1).to_vector();
+  const auto by_col = gs::sum(m, 0).to_vector();
+  const auto by_row = gs::max(m, 1).to_vector();
+  int64_t total = 0;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      const int32_t x = v[i * cols + j];
+      ASSERT_EQ(doubled[i * cols + j], 2 * x + 1);
+      total += x;
+    }
+  EXPECT_EQ(gs::sum(m).item(), total);
+  for (int64_t j = 0; j < cols; ++j) {
+    int64_t s = 0;
+    for (int64_t i = 0; i < rows; ++i) s += v[i * cols + j];
+    ASSERT_EQ(by_col[j], s) << j;
+  }
+  for (int64_t i = 0; i < rows; ++i)
+    ASSERT_EQ(by_row[i], *std::max_element(v.begin() + i * cols, v.begin() + (i + 1) * cols));
+}
+
 TEST(ArrayReduce, NarrowIntegersHaveTheirOwnExtremes) {
   // ~uint8_t(0) is the int -1: min started from -1 and max from 0 for int8 and int16, and a
   // float past their range converted to -1 (found by the differential test).
