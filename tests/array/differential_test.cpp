@@ -57,7 +57,7 @@ constexpr bool kBugCompoundIntegers = true;
 
 // ---- dtypes, as the reference sees them (NumPy's rules, written apart from promote.hpp) ----
 using D = DType;
-constexpr D kAllDtypes[] = {D::boolean, D::i8,  D::i16, D::i32, D::i64, D::u8,  D::u16,
+constexpr D kAllDtypes[] = {D::boolean, D::i8,  D::i16, D::i32,  D::i64, D::u8, D::u16,
                             D::u32,     D::u64, D::f16, D::bf16, D::f32, D::f64};
 
 bool is_fp(D d) {
@@ -80,19 +80,32 @@ int int_bits(D d) {
 }
 const char* numpy_name(D d) {
   switch (d) {
-    case D::boolean: return "bool";
-    case D::i8: return "int8";
-    case D::i16: return "int16";
-    case D::i32: return "int32";
-    case D::i64: return "int64";
-    case D::u8: return "uint8";
-    case D::u16: return "uint16";
-    case D::u32: return "uint32";
-    case D::u64: return "uint64";
-    case D::f16: return "float16";
-    case D::bf16: return "bfloat16";
-    case D::f32: return "float32";
-    case D::f64: return "float64";
+    case D::boolean:
+      return "bool";
+    case D::i8:
+      return "int8";
+    case D::i16:
+      return "int16";
+    case D::i32:
+      return "int32";
+    case D::i64:
+      return "int64";
+    case D::u8:
+      return "uint8";
+    case D::u16:
+      return "uint16";
+    case D::u32:
+      return "uint32";
+    case D::u64:
+      return "uint64";
+    case D::f16:
+      return "float16";
+    case D::bf16:
+      return "bfloat16";
+    case D::f32:
+      return "float32";
+    case D::f64:
+      return "float64";
   }
   return "?";
 }
@@ -151,29 +164,43 @@ D ref_float_of(D a) {
 }
 double dtype_eps(D d) {
   switch (d) {
-    case D::f16: return std::ldexp(1.0, -10);
-    case D::bf16: return std::ldexp(1.0, -7);
-    case D::f32: return std::ldexp(1.0, -23);
-    case D::f64: return std::ldexp(1.0, -52);
-    default: return 0;
+    case D::f16:
+      return std::ldexp(1.0, -10);
+    case D::bf16:
+      return std::ldexp(1.0, -7);
+    case D::f32:
+      return std::ldexp(1.0, -23);
+    case D::f64:
+      return std::ldexp(1.0, -52);
+    default:
+      return 0;
   }
 }
 long double dtype_max(D d) {
   switch (d) {
-    case D::f16: return 65504.0L;
-    case D::bf16: return static_cast<long double>(float(gs::bfloat16::from_bits(0x7F7F)));
-    case D::f32: return std::numeric_limits<float>::max();
-    case D::f64: return std::numeric_limits<double>::max();
-    default: return int_range(d).second;
+    case D::f16:
+      return 65504.0L;
+    case D::bf16:
+      return static_cast<long double>(float(gs::bfloat16::from_bits(0x7F7F)));
+    case D::f32:
+      return std::numeric_limits<float>::max();
+    case D::f64:
+      return std::numeric_limits<double>::max();
+    default:
+      return int_range(d).second;
   }
 }
 double dtype_tiny(D d) {
   switch (d) {
-    case D::f16: return 4 * std::ldexp(1.0, -14);
+    case D::f16:
+      return 4 * std::ldexp(1.0, -14);
     case D::bf16:
-    case D::f32: return 4 * std::numeric_limits<float>::min();
-    case D::f64: return 4 * std::numeric_limits<double>::min();
-    default: return 0;
+    case D::f32:
+      return 4 * std::numeric_limits<float>::min();
+    case D::f64:
+      return 4 * std::numeric_limits<double>::min();
+    default:
+      return 0;
   }
 }
 // Where the library computes a dtype's operations: 16-bit floats and float32 in float.
@@ -223,23 +250,69 @@ struct Num {
 
 // ---- the program: statements over variables --------------------------------------------
 enum class Op : uint8_t {
-  input, poison, binary, unary, where, clip, astype, slice, transpose, reshape, reshape_view,
-  copy, reduce, arg, cumsum, assign, fill, compound, read
+  input,
+  poison,
+  binary,
+  unary,
+  where,
+  clip,
+  astype,
+  slice,
+  transpose,
+  reshape,
+  reshape_view,
+  copy,
+  reduce,
+  arg,
+  cumsum,
+  assign,
+  fill,
+  compound,
+  read
 };
 enum class Bin : uint8_t {
-  add, sub, mul, div, mod, eq, ne, lt, le, gt, ge, land, lor, maximum, minimum
+  add,
+  sub,
+  mul,
+  div,
+  mod,
+  eq,
+  ne,
+  lt,
+  le,
+  gt,
+  ge,
+  land,
+  lor,
+  maximum,
+  minimum
 };
-const char* const kBinNames[] = {"add", "sub", "mul", "div", "mod", "eq", "ne", "lt",
-                                 "le", "gt", "ge", "and", "or", "maximum", "minimum"};
+const char* const kBinNames[] = {"add", "sub", "mul", "div", "mod", "eq",      "ne",     "lt",
+                                 "le",  "gt",  "ge",  "and", "or",  "maximum", "minimum"};
 enum class Un : uint8_t {
-  neg, lnot, abs, sign, exp, sqrt_abs, sin, cos, tanh, arctan, floor, ceil, rint, round, isnan,
+  neg,
+  lnot,
+  abs,
+  sign,
+  exp,
+  sqrt_abs,
+  sin,
+  cos,
+  tanh,
+  arctan,
+  floor,
+  ceil,
+  rint,
+  round,
+  isnan,
   isfinite
 };
-const char* const kUnNames[] = {"neg",    "not",   "abs",  "sign", "exp",  "sqrt_abs",
-                                "sin",    "cos",   "tanh", "arctan", "floor", "ceil",
-                                "rint",   "round", "isnan", "isfinite"};
+const char* const kUnNames[] = {"neg",  "not",   "abs",   "sign",    "exp",   "sqrt_abs",
+                                "sin",  "cos",   "tanh",  "arctan",  "floor", "ceil",
+                                "rint", "round", "isnan", "isfinite"};
 enum class Red : uint8_t { sum, prod, min, max, mean, any, all, count_nonzero };
-const char* const kRedNames[] = {"sum", "prod", "min", "max", "mean", "any", "all", "count_nonzero"};
+const char* const kRedNames[] = {"sum",  "prod", "min", "max",
+                                 "mean", "any",  "all", "count_nonzero"};
 
 // An operand: a variable, or a C++ scalar of a kind.
 struct Operand {
@@ -302,21 +375,33 @@ std::string real_text(Real x) {
 std::string operand_text(const Operand& o) {
   if (!o.is_scalar()) return fmt::format("v{}", o.var);
   switch (o.kind) {
-    case ScalarKind::boolean: return o.value != 0 ? "true" : "false";
-    case ScalarKind::integer: return fmt::format("{}", static_cast<int64_t>(o.value));
-    case ScalarKind::floating: return fmt::format("{:.2f}", static_cast<double>(o.value));
+    case ScalarKind::boolean:
+      return o.value != 0 ? "true" : "false";
+    case ScalarKind::integer:
+      return fmt::format("{}", static_cast<int64_t>(o.value));
+    case ScalarKind::floating:
+      return fmt::format("{:.2f}", static_cast<double>(o.value));
   }
   return "?";
 }
 std::string dist_text(const DistSpec& d) {
   std::string s;
   switch (d.kind) {
-    case DistSpec::fallback: return "default";
-    case DistSpec::rows: s = fmt::format("rows({})", d.size[0]); break;
-    case DistSpec::columns: s = fmt::format("columns({})", d.size[0]); break;
-    case DistSpec::tiles: s = fmt::format("tiles({{{}}})", fmt::join(d.size, ", ")); break;
-    case DistSpec::replicated: return "replicated()";
-    case DistSpec::centralized: return fmt::format("centralized({})", d.device);
+    case DistSpec::fallback:
+      return "default";
+    case DistSpec::rows:
+      s = fmt::format("rows({})", d.size[0]);
+      break;
+    case DistSpec::columns:
+      s = fmt::format("columns({})", d.size[0]);
+      break;
+    case DistSpec::tiles:
+      s = fmt::format("tiles({{{}}})", fmt::join(d.size, ", "));
+      break;
+    case DistSpec::replicated:
+      return "replicated()";
+    case DistSpec::centralized:
+      return fmt::format("centralized({})", d.device);
   }
   return d.blocked ? s + ".blocked()" : s;
 }
@@ -341,11 +426,16 @@ std::string stmt_text(const Stmt& s) {
     case Op::poison:
       return fmt::format("{} = full<{}>({}, poison, {})", v, numpy_name(s.dtype),
                          shape_text(s.shape), dist_text(s.dist));
-    case Op::binary: return fmt::format("{} = {}({}, {})", v, kBinNames[s.code], a(0), a(1));
-    case Op::unary: return fmt::format("{} = {}({})", v, kUnNames[s.code], a(0));
-    case Op::where: return fmt::format("{} = where({}, {}, {})", v, a(0), a(1), a(2));
-    case Op::clip: return fmt::format("{} = clip({}, {}, {})", v, a(0), a(1), a(2));
-    case Op::astype: return fmt::format("{} = {}.astype<{}>()", v, a(0), numpy_name(s.dtype));
+    case Op::binary:
+      return fmt::format("{} = {}({}, {})", v, kBinNames[s.code], a(0), a(1));
+    case Op::unary:
+      return fmt::format("{} = {}({})", v, kUnNames[s.code], a(0));
+    case Op::where:
+      return fmt::format("{} = where({}, {}, {})", v, a(0), a(1), a(2));
+    case Op::clip:
+      return fmt::format("{} = clip({}, {}, {})", v, a(0), a(1), a(2));
+    case Op::astype:
+      return fmt::format("{} = {}.astype<{}>()", v, a(0), numpy_name(s.dtype));
     case Op::slice: {
       std::vector<std::string> cuts;
       for (const Cut& c : s.cuts) cuts.push_back(cut_text(c));
@@ -353,30 +443,37 @@ std::string stmt_text(const Stmt& s) {
     }
     case Op::transpose:
       return fmt::format("{} = transpose({}, {{{}}})", v, a(0), fmt::join(s.perm, ", "));
-    case Op::reshape: return fmt::format("{} = {}.reshape({})", v, a(0), shape_text(s.shape));
+    case Op::reshape:
+      return fmt::format("{} = {}.reshape({})", v, a(0), shape_text(s.shape));
     case Op::reshape_view:
       return fmt::format("{} = {}.reshape_in_place({})", v, a(0), shape_text(s.shape));
-    case Op::copy: return fmt::format("{} = {}.copy()", v, a(0));
-    case Op::reduce: return fmt::format("{} = {}({}{})", v, kRedNames[s.code], a(0), axis);
+    case Op::copy:
+      return fmt::format("{} = {}.copy()", v, a(0));
+    case Op::reduce:
+      return fmt::format("{} = {}({}{})", v, kRedNames[s.code], a(0), axis);
     case Op::arg:
       return fmt::format("{} = {}({}{})", v, s.code ? "argmax" : "argmin", a(0), axis);
     case Op::cumsum:
-      return fmt::format("{} = cumsum({}{})", v, a(0), s.axis < 0 ? "" : fmt::format(", {}", s.axis));
-    case Op::assign: return fmt::format("{}.assign({})", v, a(0));
-    case Op::fill: return fmt::format("{}.fill({})", v, a(0));
+      return fmt::format("{} = cumsum({}{})", v, a(0),
+                         s.axis < 0 ? "" : fmt::format(", {}", s.axis));
+    case Op::assign:
+      return fmt::format("{}.assign({})", v, a(0));
+    case Op::fill:
+      return fmt::format("{}.fill({})", v, a(0));
     case Op::compound: {
       const char* sym[] = {"+=", "-=", "*=", "/="};
       return fmt::format("{} {} {}", v, sym[std::min(s.code, 3)], a(0));
     }
-    case Op::read: return fmt::format("read({})", v);
+    case Op::read:
+      return fmt::format("read({})", v);
   }
   return "?";
 }
 
 std::string program_text(const Program& p) {
-  std::string t = fmt::format("program {} on {} device(s){}, device memory {}, host memory {}\n",
-                              p.seed, p.devices, p.cpu_async ? " (cpu_async)" : "",
-                              p.device_memory, p.host_memory);
+  std::string t =
+      fmt::format("program {} on {} device(s){}, device memory {}, host memory {}\n", p.seed,
+                  p.devices, p.cpu_async ? " (cpu_async)" : "", p.device_memory, p.host_memory);
   for (const Stmt& s : p.stmts) t += "  " + stmt_text(s) + ";\n";
   return t;
 }
@@ -388,7 +485,8 @@ std::string program_text(const Program& p) {
 class Generator {
  public:
   Generator(uint64_t structure, uint64_t instance, bool numpy)
-      : s_(structure * 0x9E3779B97F4A7C15ull + 17), d_(instance * 0xD1B54A32D192ED03ull + 5),
+      : s_(structure * 0x9E3779B97F4A7C15ull + 17),
+        d_(instance * 0xD1B54A32D192ED03ull + 5),
         numpy_(numpy) {
     p_.seed = fmt::format("{}:{}", structure, instance);
   }
@@ -407,7 +505,7 @@ class Generator {
   std::mt19937_64 s_, d_;
   bool numpy_;
   Program p_;
-  std::vector<int64_t> ext_{1};        // per symbol (symbol 0: length one)
+  std::vector<int64_t> ext_{1};         // per symbol (symbol 0: length one)
   std::vector<bool> empty_sym_{false};  // structural: the symbol's extent is 0
   int rank_ = 0;
 
@@ -496,9 +594,15 @@ class Generator {
     const int rank = static_cast<int>(shape.size());
     auto extent = [&](int a) { return std::max<int64_t>(1, shape[a]); };
     switch (dpick(0, rank == 0 ? 2 : rank == 1 ? 5 : 6)) {
-      case 0: return ds;
-      case 1: ds.kind = DistSpec::replicated; return ds;
-      case 2: ds.kind = DistSpec::centralized; ds.device = static_cast<int>(dpick(0, 2)); return ds;
+      case 0:
+        return ds;
+      case 1:
+        ds.kind = DistSpec::replicated;
+        return ds;
+      case 2:
+        ds.kind = DistSpec::centralized;
+        ds.device = static_cast<int>(dpick(0, 2));
+        return ds;
       case 3:
         ds.kind = DistSpec::rows;
         ds.size = {dpick(1, extent(0))};
@@ -627,11 +731,15 @@ class Generator {
       case Bin::add:
       case Bin::mul:
       case Bin::maximum:
-      case Bin::minimum: return p;
+      case Bin::minimum:
+        return p;
       case Bin::sub:
-      case Bin::mod: return p == D::boolean ? D::i8 : p;
-      case Bin::div: return is_fp(p) ? p : D::f64;
-      default: return D::boolean;
+      case Bin::mod:
+        return p == D::boolean ? D::i8 : p;
+      case Bin::div:
+        return is_fp(p) ? p : D::f64;
+      default:
+        return D::boolean;
     }
   }
   bool add_binary() {
@@ -659,11 +767,14 @@ class Generator {
     switch (op) {
       case Un::neg:
       case Un::abs:
-      case Un::sign: return d;
+      case Un::sign:
+        return d;
       case Un::lnot:
       case Un::isnan:
-      case Un::isfinite: return D::boolean;
-      default: return ref_float_of(d);
+      case Un::isfinite:
+        return D::boolean;
+      default:
+        return ref_float_of(d);
     }
   }
   bool add_unary() {
@@ -738,8 +849,10 @@ class Generator {
     const int64_t e = ext_[sym];
     const int kind = spick(0, 5);
     if (sym == 0) {
-      if (kind < 2) c.kind = Cut::at, c.lo = dchance(2) ? 0 : -1;
-      else syms.push_back(0);
+      if (kind < 2)
+        c.kind = Cut::at, c.lo = dchance(2) ? 0 : -1;
+      else
+        syms.push_back(0);
       return c;
     }
     if (empty_sym_[sym] || kind < 2) {
@@ -836,8 +949,10 @@ class Generator {
   static std::vector<int> reduced_syms(const std::vector<int>& syms, int axis, bool keepdims) {
     if (axis < 0) return {};
     std::vector<int> out = syms;
-    if (keepdims) out[axis] = 0;
-    else out.erase(out.begin() + axis);
+    if (keepdims)
+      out[axis] = 0;
+    else
+      out.erase(out.begin() + axis);
     return out;
   }
 
@@ -845,12 +960,17 @@ class Generator {
   static D reduce_result(Red op, D d) {
     switch (op) {
       case Red::sum:
-      case Red::prod: return is_fp(d) ? d : is_uint(d) ? D::u64 : D::i64;
+      case Red::prod:
+        return is_fp(d) ? d : is_uint(d) ? D::u64 : D::i64;
       case Red::min:
-      case Red::max: return d;
-      case Red::mean: return is_fp(d) ? d : D::f64;
-      case Red::count_nonzero: return D::i64;
-      default: return D::boolean;
+      case Red::max:
+        return d;
+      case Red::mean:
+        return is_fp(d) ? d : D::f64;
+      case Red::count_nonzero:
+        return D::i64;
+      default:
+        return D::boolean;
     }
   }
 
@@ -999,9 +1119,7 @@ class Generator {
 
  public:
   // Python's slice(lo, hi, step).indices(e): the number of elements taken.
-  static int64_t slice_length(const Cut& c, int64_t e) {
-    return slice_bounds(c, e).second;
-  }
+  static int64_t slice_length(const Cut& c, int64_t e) { return slice_bounds(c, e).second; }
   // The first index and the count of a range cut on an axis of extent e.
   static std::pair<int64_t, int64_t> slice_bounds(const Cut& c, int64_t e) {
     auto clampi = [&](int64_t i, int64_t lo, int64_t hi) {
@@ -1075,8 +1193,7 @@ std::vector<Num> elements(const HostArray& a) {
   for (int64_t i = 0; i < a.size(); ++i) out[i] = at(a, index_of(i, a.shape));
   return out;
 }
-std::vector<int64_t> broadcast_shape(const std::vector<int64_t>& a,
-                                     const std::vector<int64_t>& b) {
+std::vector<int64_t> broadcast_shape(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
   std::vector<int64_t> out = a.size() >= b.size() ? a : b;
   const auto& shorter = a.size() >= b.size() ? b : a;
   for (std::size_t k = 1; k <= shorter.size(); ++k) {
@@ -1132,47 +1249,68 @@ uint64_t bits_of(Real a) {
 Real int_binary(Bin op, D p, Real a, Real b) {
   const uint64_t ua = bits_of(a), ub = bits_of(b);
   switch (op) {
-    case Bin::add: return p == D::boolean ? Real(a != 0 || b != 0) : wrap_int(p, Real(ua + ub));
-    case Bin::sub: return wrap_int(p, Real(ua - ub));
-    case Bin::mul: return p == D::boolean ? Real(a != 0 && b != 0) : wrap_int(p, Real(ua * ub));
+    case Bin::add:
+      return p == D::boolean ? Real(a != 0 || b != 0) : wrap_int(p, Real(ua + ub));
+    case Bin::sub:
+      return wrap_int(p, Real(ua - ub));
+    case Bin::mul:
+      return p == D::boolean ? Real(a != 0 && b != 0) : wrap_int(p, Real(ua * ub));
     case Bin::mod: {
       if (b == 0) return 0;
       Real r = std::fmod(a, b);
       if (r != 0 && (r < 0) != (b < 0)) r += b;
       return wrap_int(p, r);
     }
-    case Bin::maximum: return std::max(a, b);
-    case Bin::minimum: return std::min(a, b);
-    default: return 0;
+    case Bin::maximum:
+      return std::max(a, b);
+    case Bin::minimum:
+      return std::min(a, b);
+    default:
+      return 0;
   }
 }
 template <class C>
 Real float_binary(Bin op, C a, C b) {
   switch (op) {
-    case Bin::add: return a + b;
-    case Bin::sub: return a - b;
-    case Bin::mul: return a * b;
-    case Bin::div: return a / b;
+    case Bin::add:
+      return a + b;
+    case Bin::sub:
+      return a - b;
+    case Bin::mul:
+      return a * b;
+    case Bin::div:
+      return a / b;
     case Bin::mod: {
       C r = std::fmod(a, b);
       if (r != 0 && (r < 0) != (b < 0)) r += b;
       return r;
     }
-    case Bin::maximum: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
-    case Bin::minimum: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
-    default: return 0;
+    case Bin::maximum:
+      return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+    case Bin::minimum:
+      return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+    default:
+      return 0;
   }
 }
 bool compare(Bin op, Real a, Real b) {
   switch (op) {
-    case Bin::eq: return a == b;
-    case Bin::ne: return a != b;
-    case Bin::lt: return a < b;
-    case Bin::le: return a <= b;
-    case Bin::gt: return a > b;
-    case Bin::ge: return a >= b;
-    case Bin::land: return truthy(a) && truthy(b);
-    default: return truthy(a) || truthy(b);
+    case Bin::eq:
+      return a == b;
+    case Bin::ne:
+      return a != b;
+    case Bin::lt:
+      return a < b;
+    case Bin::le:
+      return a <= b;
+    case Bin::gt:
+      return a > b;
+    case Bin::ge:
+      return a >= b;
+    case Bin::land:
+      return truthy(a) && truthy(b);
+    default:
+      return truthy(a) || truthy(b);
   }
 }
 // How far a result of `op` may move when its operands move by ea and eb.
@@ -1181,13 +1319,17 @@ double propagated(Bin op, Real a, Real b, double ea, double eb, Real r) {
   const double fa = static_cast<double>(std::fabs(a)), fb = static_cast<double>(std::fabs(b));
   switch (op) {
     case Bin::add:
-    case Bin::sub: return ea + eb;
-    case Bin::mul: return fa * eb + fb * ea + ea * eb;
+    case Bin::sub:
+      return ea + eb;
+    case Bin::mul:
+      return fa * eb + fb * ea + ea * eb;
     case Bin::div:
       return fb > eb ? (ea + static_cast<double>(std::fabs(r)) * eb) / (fb - eb) : kInf;
     case Bin::maximum:
-    case Bin::minimum: return std::max(ea, eb);
-    default: return kInf;  // mod: not continuous
+    case Bin::minimum:
+      return std::max(ea, eb);
+    default:
+      return kInf;  // mod: not continuous
   }
 }
 // One element of a binary operation computed in dtype `p` (operands already of dtype p).
@@ -1214,17 +1356,28 @@ Num binary_element(Bin op, D p, D result, Num a, Num b) {
 template <class C>
 Real float_unary(Un op, C x) {
   switch (op) {
-    case Un::exp: return std::exp(x);
-    case Un::sqrt_abs: return std::sqrt(x);
-    case Un::sin: return std::sin(x);
-    case Un::cos: return std::cos(x);
-    case Un::tanh: return std::tanh(x);
-    case Un::arctan: return std::atan(x);
-    case Un::floor: return std::floor(x);
-    case Un::ceil: return std::ceil(x);
-    case Un::rint: return std::nearbyint(x);
-    case Un::round: return std::round(x);  // ties away from zero (the library's rule)
-    default: return x;
+    case Un::exp:
+      return std::exp(x);
+    case Un::sqrt_abs:
+      return std::sqrt(x);
+    case Un::sin:
+      return std::sin(x);
+    case Un::cos:
+      return std::cos(x);
+    case Un::tanh:
+      return std::tanh(x);
+    case Un::arctan:
+      return std::atan(x);
+    case Un::floor:
+      return std::floor(x);
+    case Un::ceil:
+      return std::ceil(x);
+    case Un::rint:
+      return std::nearbyint(x);
+    case Un::round:
+      return std::round(x);  // ties away from zero (the library's rule)
+    default:
+      return x;
   }
 }
 // The spread of a unary function over [x - e, x + e] (the functions here are monotonic or
@@ -1248,16 +1401,19 @@ Num unary_element(Un op, D from, D result, Num x) {
       return is_fp(result) ? Num{-x.v, x.e} : Num{int_binary(Bin::sub, result, 0, x.v), x.e};
     case Un::abs:
       if (result == D::boolean) return x;
-      return is_fp(result) ? Num{std::fabs(x.v), x.e}
-                           : Num{wrap_int(result, std::fabs(x.v)), x.e};
+      return is_fp(result) ? Num{std::fabs(x.v), x.e} : Num{wrap_int(result, std::fabs(x.v)), x.e};
     case Un::sign: {
       const Real s = std::isnan(x.v) ? x.v : Real((x.v > 0) - (x.v < 0));
       return Num{s, unsure_truth(x) ? kInf : 0};
     }
-    case Un::lnot: return Num{Real(x.v == 0), unsure_truth(x) ? kInf : 0};
-    case Un::isnan: return Num{Real(std::isnan(x.v)), x.e == kInf ? kInf : 0};
-    case Un::isfinite: return Num{Real(std::isfinite(x.v)), x.e == kInf ? kInf : 0};
-    default: break;
+    case Un::lnot:
+      return Num{Real(x.v == 0), unsure_truth(x) ? kInf : 0};
+    case Un::isnan:
+      return Num{Real(std::isnan(x.v)), x.e == kInf ? kInf : 0};
+    case Un::isfinite:
+      return Num{Real(std::isfinite(x.v)), x.e == kInf ? kInf : 0};
+    default:
+      break;
   }
   // A math function: the operand converted to the result's float dtype first.
   Num y = convert_num(from, result, x);
@@ -1312,8 +1468,10 @@ std::vector<std::vector<Num>> reduction_groups(const HostArray& x, int axis,
   std::vector<int64_t> outer = x.shape;
   outer.erase(outer.begin() + axis);
   out_shape = x.shape;
-  if (keepdims) out_shape[axis] = 1;
-  else out_shape.erase(out_shape.begin() + axis);
+  if (keepdims)
+    out_shape[axis] = 1;
+  else
+    out_shape.erase(out_shape.begin() + axis);
   int64_t n = 1;
   for (int64_t e : outer) n *= e;
   for (int64_t i = 0; i < n; ++i) {
@@ -1389,20 +1547,28 @@ Num truth_of(const std::vector<Num>& g, Red op) {
   for (const Num& n : g) unsure_truth(n) ? ++unsure : sure += truthy(n.v);
   const int64_t n = static_cast<int64_t>(g.size());
   switch (op) {
-    case Red::any: return Num{Real(sure > 0), sure == 0 && unsure > 0 ? kInf : 0};
+    case Red::any:
+      return Num{Real(sure > 0), sure == 0 && unsure > 0 ? kInf : 0};
     case Red::all:
       return Num{Real(sure + unsure == n), sure + unsure == n && unsure > 0 ? kInf : 0};
-    default: return Num{Real(sure) + Real(unsure) / 2, static_cast<double>(unsure) / 2};
+    default:
+      return Num{Real(sure) + Real(unsure) / 2, static_cast<double>(unsure) / 2};
   }
 }
 Num reduce_group(Red op, const std::vector<Num>& g, D from, D result) {
   switch (op) {
-    case Red::sum: return sum_of(g, from, result);
-    case Red::prod: return prod_of(g, from, result);
-    case Red::min: return extreme_of(g, false);
-    case Red::max: return extreme_of(g, true);
-    case Red::mean: return mean_of(g, from, result);
-    default: return truth_of(g, op);
+    case Red::sum:
+      return sum_of(g, from, result);
+    case Red::prod:
+      return prod_of(g, from, result);
+    case Red::min:
+      return extreme_of(g, false);
+    case Red::max:
+      return extreme_of(g, true);
+    case Red::mean:
+      return mean_of(g, from, result);
+    default:
+      return truth_of(g, op);
   }
 }
 // The index of the first extreme (the first NaN, as NumPy); kInf when another element lies
@@ -1413,8 +1579,7 @@ Num arg_group(const std::vector<Num>& g, bool max) {
     if (std::isnan(g[i].v) || (max ? g[i].v > g[best].v : g[i].v < g[best].v)) best = i;
   for (std::size_t i = 0; i < g.size(); ++i) {
     if (i == best || (g[i].e == 0 && g[best].e == 0)) continue;
-    if (std::isnan(g[i].v - g[best].v) ||
-        std::fabs(g[i].v - g[best].v) <= 2 * (g[i].e + g[best].e))
+    if (std::isnan(g[i].v - g[best].v) || std::fabs(g[i].v - g[best].v) <= 2 * (g[i].e + g[best].e))
       return Num{Real(best), kInf};
   }
   return Num{Real(best), 0};
@@ -1517,7 +1682,8 @@ HostArray clip_ref(const Stmt& s, const std::vector<HostArray>& vars) {
   });
 }
 HostArray convert_ref(const HostArray& x, D to) {
-  return tabulate(to, x.shape, [&](const auto& idx) { return convert_num(x.dtype, to, at(x, idx)); });
+  return tabulate(to, x.shape,
+                  [&](const auto& idx) { return convert_num(x.dtype, to, at(x, idx)); });
 }
 HostArray slice_ref(const HostArray& x, const std::vector<Cut>& cuts) {
   HostArray v = x;
@@ -1601,7 +1767,8 @@ class Reference {
           a.store->data[i] = Num{s.op == Op::input ? s.values[i] : poison_value(s.dtype), 0};
         return define(s.out, a);
       }
-      case Op::binary: return define(s.out, binary_ref(Bin(s.code), s.args[0], s.args[1], vars));
+      case Op::binary:
+        return define(s.out, binary_ref(Bin(s.code), s.args[0], s.args[1], vars));
       case Op::unary: {
         const HostArray& x = arg(s);
         const D result = unary_dtype(Un(s.code), x.dtype);
@@ -1609,32 +1776,43 @@ class Reference {
                         return unary_element(Un(s.code), x.dtype, result, at(x, idx));
                       }));
       }
-      case Op::where: return define(s.out, where_ref(s, vars));
-      case Op::clip: return define(s.out, clip_ref(s, vars));
-      case Op::astype: return define(s.out, convert_ref(arg(s), s.dtype));
-      case Op::slice: return define(s.out, slice_ref(arg(s), s.cuts));
-      case Op::transpose: return define(s.out, transpose_ref(arg(s), s.perm));
-      case Op::reshape: return define(s.out, copy_ref(arg(s), s.shape));
+      case Op::where:
+        return define(s.out, where_ref(s, vars));
+      case Op::clip:
+        return define(s.out, clip_ref(s, vars));
+      case Op::astype:
+        return define(s.out, convert_ref(arg(s), s.dtype));
+      case Op::slice:
+        return define(s.out, slice_ref(arg(s), s.cuts));
+      case Op::transpose:
+        return define(s.out, transpose_ref(arg(s), s.perm));
+      case Op::reshape:
+        return define(s.out, copy_ref(arg(s), s.shape));
       case Op::reshape_view: {
         HostArray v = copy_ref(arg(s), s.shape);  // the strides of a contiguous array
         v.store = arg(s).store;
         v.offset = arg(s).offset;
         return define(s.out, v);
       }
-      case Op::copy: return define(s.out, copy_ref(arg(s), arg(s).shape));
+      case Op::copy:
+        return define(s.out, copy_ref(arg(s), arg(s).shape));
       case Op::reduce: {
         const D result = Generator::reduce_result(Red(s.code), arg(s).dtype);
         return define(s.out, reduce_ref(arg(s), Red(s.code), s.axis, s.keepdims, result));
       }
-      case Op::arg: return define(s.out, arg_ref(arg(s), s.code == 1, s.axis, s.keepdims));
+      case Op::arg:
+        return define(s.out, arg_ref(arg(s), s.code == 1, s.axis, s.keepdims));
       case Op::cumsum: {
         const D result = Generator::reduce_result(Red::sum, arg(s).dtype);
         return define(s.out, cumsum_ref(arg(s), s.axis, result));
       }
       case Op::assign:
-      case Op::fill: return assign(s);
-      case Op::compound: return compound(s);
-      case Op::read: return snapshot(s.out, fmt::format("read by statement {}", index_));
+      case Op::fill:
+        return assign(s);
+      case Op::compound:
+        return compound(s);
+      case Op::read:
+        return snapshot(s.out, fmt::format("read by statement {}", index_));
     }
   }
   static Real poison_value(D d) {
@@ -1645,11 +1823,14 @@ class Reference {
     switch (op) {
       case Un::neg:
       case Un::abs:
-      case Un::sign: return d;
+      case Un::sign:
+        return d;
       case Un::lnot:
       case Un::isnan:
-      case Un::isfinite: return D::boolean;
-      default: return ref_float_of(d);
+      case Un::isfinite:
+        return D::boolean;
+      default:
+        return ref_float_of(d);
     }
   }
   void assign(const Stmt& s) {
@@ -1672,60 +1853,91 @@ class Reference {
 // ---- running a program in the library ----------------------------------------------------
 using AnyArray =
     std::variant<gs::Array<bool>, gs::Array<int8_t>, gs::Array<int16_t>, gs::Array<int32_t>,
-                 gs::Array<int64_t>, gs::Array<uint8_t>, gs::Array<uint16_t>,
-                 gs::Array<uint32_t>, gs::Array<uint64_t>, gs::Array<gs::float16>,
-                 gs::Array<gs::bfloat16>, gs::Array<float>, gs::Array<double>>;
+                 gs::Array<int64_t>, gs::Array<uint8_t>, gs::Array<uint16_t>, gs::Array<uint32_t>,
+                 gs::Array<uint64_t>, gs::Array<gs::float16>, gs::Array<gs::bfloat16>,
+                 gs::Array<float>, gs::Array<double>>;
 
 // Calls f(T{}) for the C++ type T of dtype d.
 template <class F>
 decltype(auto) with_type(D d, F&& f) {
   switch (d) {
-    case D::boolean: return f(bool{});
-    case D::i8: return f(int8_t{});
-    case D::i16: return f(int16_t{});
-    case D::i32: return f(int32_t{});
-    case D::i64: return f(int64_t{});
-    case D::u8: return f(uint8_t{});
-    case D::u16: return f(uint16_t{});
-    case D::u32: return f(uint32_t{});
-    case D::u64: return f(uint64_t{});
-    case D::f16: return f(gs::float16{});
-    case D::bf16: return f(gs::bfloat16{});
-    case D::f32: return f(float{});
-    default: return f(double{});
+    case D::boolean:
+      return f(bool{});
+    case D::i8:
+      return f(int8_t{});
+    case D::i16:
+      return f(int16_t{});
+    case D::i32:
+      return f(int32_t{});
+    case D::i64:
+      return f(int64_t{});
+    case D::u8:
+      return f(uint8_t{});
+    case D::u16:
+      return f(uint16_t{});
+    case D::u32:
+      return f(uint32_t{});
+    case D::u64:
+      return f(uint64_t{});
+    case D::f16:
+      return f(gs::float16{});
+    case D::bf16:
+      return f(gs::bfloat16{});
+    case D::f32:
+      return f(float{});
+    default:
+      return f(double{});
   }
 }
 // Calls f(scalar) with the operand as a C++ bool, int or double.
 template <class F>
 decltype(auto) with_scalar(const Operand& o, F&& f) {
   switch (o.kind) {
-    case ScalarKind::boolean: return f(o.value != 0);
-    case ScalarKind::integer: return f(static_cast<int>(o.value));
-    default: return f(static_cast<double>(o.value));
+    case ScalarKind::boolean:
+      return f(o.value != 0);
+    case ScalarKind::integer:
+      return f(static_cast<int>(o.value));
+    default:
+      return f(static_cast<double>(o.value));
   }
 }
 template <class T>
-constexpr bool is_float_type =
-    std::is_floating_point_v<T> || std::is_same_v<T, gs::float16> || std::is_same_v<T, gs::bfloat16>;
+constexpr bool is_float_type = std::is_floating_point_v<T> || std::is_same_v<T, gs::float16> ||
+                               std::is_same_v<T, gs::bfloat16>;
 
 template <class X, class Y>
 AnyArray binary_op(Bin op, const X& x, const Y& y) {
   switch (op) {
-    case Bin::add: return x + y;
-    case Bin::sub: return x - y;
-    case Bin::mul: return x * y;
-    case Bin::div: return x / y;
-    case Bin::mod: return x % y;
-    case Bin::eq: return x == y;
-    case Bin::ne: return x != y;
-    case Bin::lt: return x < y;
-    case Bin::le: return x <= y;
-    case Bin::gt: return x > y;
-    case Bin::ge: return x >= y;
-    case Bin::land: return x && y;
-    case Bin::lor: return x || y;
-    case Bin::maximum: return gs::maximum(x, y);
-    default: return gs::minimum(x, y);
+    case Bin::add:
+      return x + y;
+    case Bin::sub:
+      return x - y;
+    case Bin::mul:
+      return x * y;
+    case Bin::div:
+      return x / y;
+    case Bin::mod:
+      return x % y;
+    case Bin::eq:
+      return x == y;
+    case Bin::ne:
+      return x != y;
+    case Bin::lt:
+      return x < y;
+    case Bin::le:
+      return x <= y;
+    case Bin::gt:
+      return x > y;
+    case Bin::ge:
+      return x >= y;
+    case Bin::land:
+      return x && y;
+    case Bin::lor:
+      return x || y;
+    case Bin::maximum:
+      return gs::maximum(x, y);
+    default:
+      return gs::minimum(x, y);
   }
 }
 template <class T>
@@ -1734,21 +1946,36 @@ AnyArray unary_op(Un op, const gs::Array<T>& x) {
     case Un::neg:
       if constexpr (!std::is_same_v<T, bool>) return -x;
       break;
-    case Un::lnot: return !x;
-    case Un::abs: return gs::abs(x);
-    case Un::sign: return gs::sign(x);
-    case Un::exp: return gs::exp(x);
-    case Un::sqrt_abs: return gs::sqrt(gs::abs(x));
-    case Un::sin: return gs::sin(x);
-    case Un::cos: return gs::cos(x);
-    case Un::tanh: return gs::tanh(x);
-    case Un::arctan: return gs::arctan(x);
-    case Un::floor: return gs::floor(x);
-    case Un::ceil: return gs::ceil(x);
-    case Un::rint: return gs::rint(x);
-    case Un::round: return gs::round(x);
-    case Un::isnan: return gs::isnan(x);
-    case Un::isfinite: return gs::isfinite(x);
+    case Un::lnot:
+      return !x;
+    case Un::abs:
+      return gs::abs(x);
+    case Un::sign:
+      return gs::sign(x);
+    case Un::exp:
+      return gs::exp(x);
+    case Un::sqrt_abs:
+      return gs::sqrt(gs::abs(x));
+    case Un::sin:
+      return gs::sin(x);
+    case Un::cos:
+      return gs::cos(x);
+    case Un::tanh:
+      return gs::tanh(x);
+    case Un::arctan:
+      return gs::arctan(x);
+    case Un::floor:
+      return gs::floor(x);
+    case Un::ceil:
+      return gs::ceil(x);
+    case Un::rint:
+      return gs::rint(x);
+    case Un::round:
+      return gs::round(x);
+    case Un::isnan:
+      return gs::isnan(x);
+    case Un::isfinite:
+      return gs::isfinite(x);
   }
   throw std::logic_error("negating a bool array");
 }
@@ -1756,28 +1983,42 @@ template <class T>
 AnyArray reduce_op(Red op, const gs::Array<T>& x, int axis, bool keepdims) {
   auto go = [&](auto&& f) -> AnyArray { return axis < 0 ? f(x) : f(x, axis, keepdims); };
   switch (op) {
-    case Red::sum: return go([](const auto&... a) { return gs::sum(a...); });
-    case Red::prod: return go([](const auto&... a) { return gs::prod(a...); });
-    case Red::min: return go([](const auto&... a) { return gs::min(a...); });
-    case Red::max: return go([](const auto&... a) { return gs::max(a...); });
-    case Red::mean: return go([](const auto&... a) { return gs::mean(a...); });
-    case Red::any: return go([](const auto&... a) { return gs::any(a...); });
-    case Red::all: return go([](const auto&... a) { return gs::all(a...); });
-    default: return go([](const auto&... a) { return gs::count_nonzero(a...); });
+    case Red::sum:
+      return go([](const auto&... a) { return gs::sum(a...); });
+    case Red::prod:
+      return go([](const auto&... a) { return gs::prod(a...); });
+    case Red::min:
+      return go([](const auto&... a) { return gs::min(a...); });
+    case Red::max:
+      return go([](const auto&... a) { return gs::max(a...); });
+    case Red::mean:
+      return go([](const auto&... a) { return gs::mean(a...); });
+    case Red::any:
+      return go([](const auto&... a) { return gs::any(a...); });
+    case Red::all:
+      return go([](const auto&... a) { return gs::all(a...); });
+    default:
+      return go([](const auto&... a) { return gs::count_nonzero(a...); });
   }
 }
 template <class T>
 gs::Array<T> slice_op(const gs::Array<T>& x, const std::vector<Cut>& cuts) {
   std::vector<gs::Index> idx;
   for (const Cut& c : cuts) {
-    if (c.kind == Cut::whole) idx.emplace_back(gs::all);
-    else if (c.kind == Cut::at) idx.emplace_back(c.lo);
-    else idx.emplace_back(gs::range(c.lo, c.hi, c.step));
+    if (c.kind == Cut::whole)
+      idx.emplace_back(gs::all);
+    else if (c.kind == Cut::at)
+      idx.emplace_back(c.lo);
+    else
+      idx.emplace_back(gs::range(c.lo, c.hi, c.step));
   }
   switch (idx.size()) {
-    case 1: return x.slice(idx[0]);
-    case 2: return x.slice(idx[0], idx[1]);
-    default: return x.slice(idx[0], idx[1], idx[2]);
+    case 1:
+      return x.slice(idx[0]);
+    case 2:
+      return x.slice(idx[0], idx[1]);
+    default:
+      return x.slice(idx[0], idx[1], idx[2]);
   }
 }
 gs::Dim dim_of(const std::vector<int64_t>& s) {
@@ -1793,11 +2034,19 @@ std::vector<int64_t> shape_vector(const gs::Dim& d) {
 gs::DataDistribution make_dist(const DistSpec& d, int devices) {
   gs::DataDistribution out = gs::dist::replicated();
   switch (d.kind) {
-    case DistSpec::rows: out = gs::dist::rows(d.size[0]); break;
-    case DistSpec::columns: out = gs::dist::columns(d.size[0]); break;
-    case DistSpec::tiles: out = gs::dist::tiles(dim_of(d.size)); break;
-    case DistSpec::centralized: return gs::dist::centralized(d.device % devices);
-    default: return out;
+    case DistSpec::rows:
+      out = gs::dist::rows(d.size[0]);
+      break;
+    case DistSpec::columns:
+      out = gs::dist::columns(d.size[0]);
+      break;
+    case DistSpec::tiles:
+      out = gs::dist::tiles(dim_of(d.size));
+      break;
+    case DistSpec::centralized:
+      return gs::dist::centralized(d.device % devices);
+    default:
+      return out;
   }
   return d.blocked ? out.blocked() : out;
 }
@@ -1865,8 +2114,10 @@ class Library {
       using T = decltype(t);
       if (s.op == Op::poison) {
         T value{};
-        if constexpr (is_float_type<T>) value = host_value<T>(NAN);
-        else value = test::poison<T>();
+        if constexpr (is_float_type<T>)
+          value = host_value<T>(NAN);
+        else
+          value = test::poison<T>();
         if (s.dist.kind == DistSpec::fallback) return gs::full<T>(ctx_, shape, value);
         return gs::full<T>(ctx_, shape, value, make_dist(s.dist, ctx_.device_count()));
       }
@@ -1920,7 +2171,8 @@ class Library {
   AnyArray astype(const Stmt& s) {
     return std::visit(
         [&](const auto& a) {
-          return with_type(s.dtype, [&](auto t) -> AnyArray { return a.template astype<decltype(t)>(); });
+          return with_type(s.dtype,
+                           [&](auto t) -> AnyArray { return a.template astype<decltype(t)>(); });
         },
         arg(s));
   }
@@ -1946,9 +2198,15 @@ class Library {
     constexpr bool fits = is_float_type<T> || (!kBugCompoundIntegers && !is_float_type<R>);
     if constexpr (fits) {
       switch (op) {
-        case Bin::add: t += y; return;
-        case Bin::sub: t -= y; return;
-        case Bin::mul: t *= y; return;
+        case Bin::add:
+          t += y;
+          return;
+        case Bin::sub:
+          t -= y;
+          return;
+        case Bin::mul:
+          t *= y;
+          return;
         default:
           if constexpr (is_float_type<T>) {
             t /= y;
@@ -1972,13 +2230,18 @@ class Library {
   void step(const Stmt& s) {
     switch (s.op) {
       case Op::input:
-      case Op::poison: return define(s.out, make_input(s));
-      case Op::binary: return define(s.out, binary(s));
+      case Op::poison:
+        return define(s.out, make_input(s));
+      case Op::binary:
+        return define(s.out, binary(s));
       case Op::unary:
         return define(s.out, map(s, [&](const auto& a) { return unary_op(Un(s.code), a); }));
-      case Op::where: return define(s.out, where(s));
-      case Op::clip: return define(s.out, clip(s));
-      case Op::astype: return define(s.out, astype(s));
+      case Op::where:
+        return define(s.out, where(s));
+      case Op::clip:
+        return define(s.out, clip(s));
+      case Op::astype:
+        return define(s.out, astype(s));
       case Op::slice:
         return define(s.out, map(s, [&](const auto& a) { return slice_op(a, s.cuts); }));
       case Op::transpose:
@@ -1986,10 +2249,10 @@ class Library {
       case Op::reshape:
         return define(s.out, map(s, [&](const auto& a) { return a.reshape(dim_of(s.shape)); }));
       case Op::reshape_view:
-        return define(s.out, map(s, [&](const auto& a) {
-                        return a.reshape_in_place(dim_of(s.shape));
-                      }));
-      case Op::copy: return define(s.out, map(s, [&](const auto& a) { return a.copy(); }));
+        return define(s.out,
+                      map(s, [&](const auto& a) { return a.reshape_in_place(dim_of(s.shape)); }));
+      case Op::copy:
+        return define(s.out, map(s, [&](const auto& a) { return a.copy(); }));
       case Op::reduce:
         return define(s.out, map(s, [&](const auto& a) {
                         return reduce_op(Red(s.code), a, s.axis, s.keepdims);
@@ -2005,9 +2268,12 @@ class Library {
                         return s.axis < 0 ? gs::cumsum(a) : gs::cumsum(a, s.axis);
                       }));
       case Op::assign:
-      case Op::fill: return assign(s);
-      case Op::compound: return compound(s);
-      case Op::read: return snapshot(s.out, fmt::format("read by statement {}", index_));
+      case Op::fill:
+        return assign(s);
+      case Op::compound:
+        return compound(s);
+      case Op::read:
+        return snapshot(s.out, fmt::format("read by statement {}", index_));
     }
   }
 };
@@ -2027,8 +2293,7 @@ bool acceptable(D d, Real want, double e, Real got) {
 // asks for the same bits); empty when nothing does.
 std::string differences(const std::vector<Snapshot>& want, const std::vector<Snapshot>& got,
                         bool exact = false) {
-  if (want.size() != got.size())
-    return fmt::format("{} reads, want {}\n", got.size(), want.size());
+  if (want.size() != got.size()) return fmt::format("{} reads, want {}\n", got.size(), want.size());
   std::string out;
   for (std::size_t r = 0; r < want.size(); ++r) {
     const Snapshot &w = want[r], &g = got[r];
@@ -2045,11 +2310,11 @@ std::string differences(const std::vector<Snapshot>& want, const std::vector<Sna
       if (!ok && bad++ == 0) first = i;
     }
     if (bad)
-      out += fmt::format("{} ({} {}): {} of {} elements differ, the first at {}: got {}, want {}{}\n",
-                         w.what, numpy_name(w.dtype), shape_text(w.shape), bad, w.values.size(),
-                         shape_text(index_of(static_cast<int64_t>(first), w.shape)),
-                         real_text(g.values[first]), real_text(w.values[first]),
-                         exact ? "" : fmt::format(" (within {})", w.errors[first]));
+      out += fmt::format(
+          "{} ({} {}): {} of {} elements differ, the first at {}: got {}, want {}{}\n", w.what,
+          numpy_name(w.dtype), shape_text(w.shape), bad, w.values.size(),
+          shape_text(index_of(static_cast<int64_t>(first), w.shape)), real_text(g.values[first]),
+          real_text(w.values[first]), exact ? "" : fmt::format(" (within {})", w.errors[first]));
   }
   return out;
 }
@@ -2105,8 +2370,8 @@ std::pair<uint64_t, uint64_t> program_seeds(int i, uint64_t test_salt) {
   const uint64_t base = test::base_seed();
   const uint64_t family = env_number("GRIDSPAN_DIFF_FRESH", 0) ? base : base % 4;
   const uint64_t structure = family * 100000 + test_salt + static_cast<uint64_t>(i / 3);
-  const uint64_t instance = (base * 1000003ull + test_salt * 7919 + static_cast<uint64_t>(i)) %
-                            1000000000000ull;
+  const uint64_t instance =
+      (base * 1000003ull + test_salt * 7919 + static_cast<uint64_t>(i)) % 1000000000000ull;
   return {structure, instance};
 }
 std::vector<Program> programs(int count, uint64_t test_salt, bool numpy) {
@@ -2122,8 +2387,7 @@ std::vector<Program> programs(int count, uint64_t test_salt, bool numpy) {
   return out;
 }
 void report(const Program& p, const std::string& what) {
-  ADD_FAILURE() << what << "\nreplay with GRIDSPAN_DIFF_SEED=" << p.seed << "\n"
-                << program_text(p);
+  ADD_FAILURE() << what << "\nreplay with GRIDSPAN_DIFF_SEED=" << p.seed << "\n" << program_text(p);
 }
 
 TEST(Differential, RandomPrograms) {
@@ -2158,6 +2422,155 @@ TEST(Differential, OneVsThreeDevices) {
       if (!rerun.empty()) diff += "run again on 3 devices:\n" + rerun;
     }
     if (!diff.empty() && failures++ < 5) report(p, "1 device against 3 devices:\n" + diff);
+  }
+}
+
+// ---- NumPy as a second reference ---------------------------------------------------------
+// Programs as tests/array/numpy_reference.py reads them: one statement a line.
+std::string file_operand(const Operand& o) {
+  if (!o.is_scalar()) return fmt::format("v{}", o.var);
+  if (o.kind == ScalarKind::boolean) return fmt::format("b:{}", o.value != 0 ? 1 : 0);
+  if (o.kind == ScalarKind::integer) return fmt::format("i:{}", static_cast<int64_t>(o.value));
+  return fmt::format("f:{:a}", static_cast<double>(o.value));
+}
+std::string file_shape(const std::vector<int64_t>& s) {
+  return fmt::format("{} {}", s.size(), fmt::join(s, " "));
+}
+std::string file_value(D d, Real v) {
+  if (!is_fp(d)) return fmt::format("{}", static_cast<int64_t>(v));
+  return fmt::format("{:a}", static_cast<double>(v));
+}
+std::string file_stmt(const Stmt& s) {
+  const std::string v = fmt::format("{}", s.out);
+  std::vector<std::string> a;
+  for (const Operand& o : s.args) a.push_back(file_operand(o));
+  const std::string axis = fmt::format("{} {}", s.axis, s.keepdims ? 1 : 0);
+  switch (s.op) {
+    case Op::input: {
+      std::vector<std::string> values;
+      for (Real x : s.values) values.push_back(file_value(s.dtype, x));
+      return fmt::format("input {} {} {} {}", v, numpy_name(s.dtype), file_shape(s.shape),
+                         fmt::join(values, " "));
+    }
+    case Op::poison:
+      return fmt::format("poison {} {} {}", v, numpy_name(s.dtype), file_shape(s.shape));
+    case Op::binary:
+      return fmt::format("binary {} {} {} {}", v, kBinNames[s.code], a[0], a[1]);
+    case Op::unary:
+      return fmt::format("unary {} {} {}", v, kUnNames[s.code], a[0]);
+    case Op::where:
+      return fmt::format("where {} {} {} {}", v, a[0], a[1], a[2]);
+    case Op::clip:
+      return fmt::format("clip {} {} {} {}", v, a[0], a[1], a[2]);
+    case Op::astype:
+      return fmt::format("astype {} {} {}", v, a[0], numpy_name(s.dtype));
+    case Op::slice: {
+      std::vector<std::string> cuts;
+      for (const Cut& c : s.cuts)
+        cuts.push_back(c.kind == Cut::whole ? "all"
+                       : c.kind == Cut::at  ? fmt::format("at:{}", c.lo)
+                                            : fmt::format("range:{}:{}:{}", c.lo, c.hi, c.step));
+      return fmt::format("slice {} {} {} {}", v, a[0], cuts.size(), fmt::join(cuts, " "));
+    }
+    case Op::transpose:
+      return fmt::format("transpose {} {} {}", v, a[0], fmt::join(s.perm, " "));
+    case Op::reshape:
+    case Op::reshape_view:
+      return fmt::format("{} {} {} {}", s.op == Op::reshape ? "reshape" : "reshape_view", v, a[0],
+                         file_shape(s.shape));
+    case Op::copy:
+      return fmt::format("copy {} {}", v, a[0]);
+    case Op::reduce:
+      return fmt::format("reduce {} {} {} {}", v, kRedNames[s.code], a[0], axis);
+    case Op::arg:
+      return fmt::format("arg {} {} {} {}", v, s.code, a[0], axis);
+    case Op::cumsum:
+      return fmt::format("cumsum {} {} {}", v, a[0], s.axis);
+    case Op::assign:
+      return fmt::format("assign {} {}", v, a[0]);
+    case Op::fill:
+      return fmt::format("fill {} {}", v, a[0]);
+    case Op::compound:
+      return fmt::format("compound {} {} {}", v, kBinNames[s.code], a[0]);
+    case Op::read:
+      return fmt::format("read {}", v);
+  }
+  return "";
+}
+D dtype_named(const std::string& name) {
+  for (D d : kAllDtypes)
+    if (name == numpy_name(d)) return d;
+  throw std::runtime_error("NumPy answered an unknown dtype " + name);
+}
+// NumPy's reads per program seed (an `error` line: what NumPy threw).
+std::map<std::string, std::vector<Snapshot>> read_numpy(
+    const std::string& path, std::map<std::string, std::string>& errors) {
+  std::map<std::string, std::vector<Snapshot>> out;
+  std::ifstream in(path);
+  std::string line, seed;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string kind;
+    words >> kind;
+    if (kind == "program") words >> seed;
+    if (kind == "error") errors[seed] = line;
+    if (kind != "snap") continue;
+    Snapshot s;
+    std::string name, word;
+    int rank = 0;
+    words >> name >> rank;
+    s.dtype = dtype_named(name);
+    s.shape.resize(rank);
+    for (auto& e : s.shape) words >> e;
+    while (words >> word) s.values.push_back(std::strtold(word.c_str(), nullptr));
+    out[seed].push_back(std::move(s));
+  }
+  return out;
+}
+bool numpy_present() {
+  return std::filesystem::exists("/usr/bin/python3") &&
+         std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;
+}
+
+TEST(Differential, AgainstNumPy) {
+  if (!numpy_present())
+    GTEST_SKIP() << "/usr/bin/python3 with numpy is missing: install Debian's python3-numpy "
+                    "(scripts/install-deps.sh does) to compare the array library with NumPy";
+  const auto list =
+      programs(static_cast<int>(env_number("GRIDSPAN_DIFF_NUMPY_PROGRAMS", 60)), 50000, true);
+  const std::string dir = testing::TempDir();
+  const std::string in = dir + "gridspan_numpy_programs.txt", out = dir + "gridspan_numpy_out.txt";
+  {
+    std::ofstream f(in);
+    for (const Program& p : list) {
+      f << "program " << p.seed << "\n";
+      for (const Stmt& s : p.stmts) f << file_stmt(s) << "\n";
+      f << "end\n";
+    }
+  }
+  const std::string cmd = fmt::format("/usr/bin/python3 {}/tests/array/numpy_reference.py {} {}",
+                                      GRIDSPAN_SOURCE_DIR, in, out);
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::map<std::string, std::string> errors;
+  const auto numpy = read_numpy(out, errors);
+  int failures = 0;
+  for (const Program& p : list) {
+    const Outcome got = run_library(p, p.devices);
+    std::string diff = got.error.empty() ? "" : "the library threw: " + got.error + "\n";
+    if (errors.count(p.seed)) diff += "NumPy threw: " + errors.at(p.seed) + "\n";
+    if (diff.empty()) {
+      std::vector<Snapshot> want = run_reference(p);  // the reference's bounds
+      const auto it = numpy.find(p.seed);
+      const std::size_t n = it == numpy.end() ? 0 : it->second.size();
+      if (n != want.size()) diff = fmt::format("NumPy gave {} reads, want {}\n", n, want.size());
+      for (std::size_t r = 0; r < n && diff.empty() && r < want.size(); ++r) {
+        want[r].dtype = it->second[r].dtype;
+        want[r].shape = it->second[r].shape;
+        want[r].values = it->second[r].values;
+      }
+      if (diff.empty()) diff = differences(want, got.reads);
+    }
+    if (!diff.empty() && failures++ < 5) report(p, "against NumPy:\n" + diff);
   }
 }
 
