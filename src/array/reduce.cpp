@@ -98,7 +98,13 @@ struct Level {
   bool final = false;
   bool drop = false;    // the reduced axis is not in `out`
   bool looped = false;  // F2 on a cpu: a thread runs a line of `gs_e` along the last axis
+  bool lanes = false;   // F1 on a cpu: a thread's elements go round kLanes accumulators
 };
+
+// F1's accumulators per thread on a cpu: element j goes into lane j % kLanes (the tail into
+// lane 0), then the lanes combine as a tree. A fixed order, as the GPU's shared-memory tree,
+// and one the compiler can keep in vector registers.
+constexpr int kLanes = 16;
 
 struct Plan {
   RedOp op;
@@ -141,6 +147,7 @@ Level next_level(const Plan& plan, const Dim& in, int ax, bool gpu, int64_t grai
   l.axis = ax;
   l.last_axis = ax == in.rank() - 1;
   l.looped = !gpu && !l.last_axis;
+  l.lanes = !gpu && l.last_axis;
   const int64_t L = in[ax], other = std::max<int64_t>(1, in.volume() / std::max<int64_t>(L, 1));
   if (l.last_axis) {
     l.block_x = gpu ? 256 : 1;
@@ -194,6 +201,29 @@ std::string post(const Plan& plan, const Level& l, const std::string& acc) {
   std::string v = acc;
   if (plan.op == RedOp::mean) v = fmt::format("({})({} / cnt)", reg(plan.acc), acc);
   return convert(v, plan.acc, plan.out_dtype);
+}
+
+// F1's loop on a cpu (one thread per block, its J elements consecutive): kLanes accumulators
+// taking every kLanes-th element, the tail in lane 0, combined as a tree into `acc`.
+std::string lanes_row(const Plan& plan, const Level& l, const Program& p,
+                      const std::string& value) {
+  const int last = l.in.rank() - 1;
+  const std::string lane = combine_of(plan, "gs_acc[gs_c]", value);
+  return fmt::format(
+      "  {0} gs_acc[{1}];\n"
+      "  for (int gs_c = 0; gs_c < {1}; ++gs_c) gs_acc[gs_c] = {2};\n"
+      "  int64_t j = 0;\n"
+      "  for (; j + {1} <= J; j += {1})\n"
+      "    for (int gs_c = 0; gs_c < {1}; ++gs_c) {{\n"
+      "      const int64_t a{3} = first + j + gs_c;\n{4}      gs_acc[gs_c] = {5};\n    }}\n"
+      "  for (; j < J; ++j) {{\n"
+      "    const int64_t a{3} = first + j;\n{4}    gs_acc[0] = {6};\n  }}\n"
+      "  for (int gs_w = {1} / 2; gs_w > 0; gs_w /= 2)\n"
+      "    for (int gs_c = 0; gs_c < gs_w; ++gs_c) gs_acc[gs_c] = {7};\n"
+      "  {0} acc = gs_acc[0];\n",
+      reg(plan.acc), kLanes, identity_of(plan), last, p.step_code(), lane,
+      combine_of(plan, "gs_acc[0]", value),
+      combine_of(plan, "gs_acc[gs_c]", "gs_acc[gs_c + gs_w]"));
 }
 
 // F2's loop: a thread's column of the input (K elements along the reduced axis from g * K).
@@ -263,14 +293,19 @@ std::pair<std::string, std::string> level_kernel(const Plan& plan, const Level& 
     ab.lo[R - 1] = "bx*C";
     ab.hi[R - 1] = "bx*C + C - 1";
     body += fmt::format(
-        "  const int64_t first = (int64_t)blockIdx.x * C + threadIdx.x;\n  {} acc = {};\n"
+        "  const int64_t first = (int64_t)blockIdx.x * C + threadIdx.x;\n"
         "  // the thread's elements, counted first, so the loads of an unrolled loop go ahead\n"
         "  const int64_t left = n{} - first, count = left <= 0 ? 0 : "
-        "(left + blockDim.x - 1) / blockDim.x, J = count < K ? count : K;\n"
-        "#ifdef __CUDACC__\n#pragma unroll 8\n#endif\n"
-        "  for (int64_t j = 0; j < J; ++j) {{\n"
-        "    const int64_t a{} = first + j * (int64_t)blockDim.x;\n{}    acc = {};\n  }}\n",
-        acc_t, identity_of(plan), R - 1, R - 1, p.step_code(), combine_of(plan, "acc", value));
+        "(left + blockDim.x - 1) / blockDim.x, J = count < K ? count : K;\n",
+        R - 1);
+    body += l.lanes ? lanes_row(plan, l, p, value)
+                    : fmt::format(
+                          "  {} acc = {};\n#ifdef __CUDACC__\n#pragma unroll 8\n#endif\n"
+                          "  for (int64_t j = 0; j < J; ++j) {{\n"
+                          "    const int64_t a{} = first + j * (int64_t)blockDim.x;\n{}"
+                          "    acc = {};\n  }}\n",
+                          acc_t, identity_of(plan), R - 1, p.step_code(),
+                          combine_of(plan, "acc", value));
     body += fmt::format(
         "#ifdef __CUDACC__\n  __shared__ {} sh[256];\n  sh[threadIdx.x] = acc;\n  "
         "__syncthreads();\n"
@@ -416,7 +451,7 @@ std::shared_ptr<ArrayHandle> run_level(const std::shared_ptr<runtime::Driver>& d
                                   out_distribution(driver, l, guide, out_dtype), nullptr);
   std::string key = fmt::format("reduce{}:{}:{}:{}:{}:{}:{}:{}:{}:{}|{}", int(plan.op),
                                 int(plan.acc), int(out_dtype), l.last_axis, l.axis, l.final, l.drop,
-                                plan.keepdims, l.out.rank(), l.looped, p.key());
+                                plan.keepdims, l.out.rank(), l.looped + 2 * l.lanes, p.key());
   if (plan.custom) key += "|custom|" + plan.custom->code + "|" + plan.custom->map;
   const Kernel& kernel = cached_kernel(driver, key, [&](const std::string& name) {
     auto [src, ann] = level_kernel(plan, l, p, first, name);

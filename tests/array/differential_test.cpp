@@ -38,23 +38,6 @@ namespace {
 
 namespace gs = gridspan;
 
-// ---- library bugs the generator steers around until they are fixed ---------------------
-// BUG (a): a pending array built on another pending array reads that array's later in-place
-// writes: `b = a + 1; c = b * 2; b += 10;` gives c = (a + 11) * 2. While set, in-place writes
-// go only into arrays made from host data or poisoned (never into an operation's result).
-constexpr bool kBugPendingReadsLaterWrites = true;
-// BUG (b): a reduction along an axis other than the last throws "work distribution
-// custom(reduction) does not cut the grid {1, 1} into disjoint superblocks" when the array is
-// cut into several chunks: gs::sum(m, 0) of a (2, 18) array with dist::columns(15), and as
-// well gs::sum(a, 0) (or max, argmax) of a (7, 2) int32 array with dist::rows(4) on one
-// device, or gs::sum(b, 1) of a (7, 2, 3) array with dist::rows(4). While set, reductions
-// with an axis take the last axis (cumsum takes any).
-constexpr bool kBugAxisReduction = true;
-// BUG (c): `a += y` does not compile for integer and bool arrays (a static_assert in
-// gridspan/array/elementwise.hpp reads value.dtype() in a constant expression). While set,
-// compound assignment targets floating-point arrays only.
-constexpr bool kBugCompoundIntegers = true;
-
 // ---- dtypes, as the reference sees them (NumPy's rules, written apart from promote.hpp) ----
 using D = DType;
 constexpr D kAllDtypes[] = {D::boolean, D::i8,  D::i16, D::i32,  D::i64, D::u8, D::u16,
@@ -835,7 +818,7 @@ class Generator {
     VarInfo v = p_.vars[x];
     v.dtype = pick_dtype();
     v.base = -1;
-    v.writable = !kBugPendingReadsLaterWrites;
+    v.writable = true;
     Stmt& s = push(Op::astype, -1);
     s.dtype = v.dtype;
     s.args = {Operand{x}};
@@ -923,7 +906,7 @@ class Generator {
     } else {
       v.syms.insert(v.syms.begin(), 0);
     }
-    if (!in_place) v.base = -1, v.writable = !kBugPendingReadsLaterWrites;
+    if (!in_place) v.base = -1, v.writable = true;
     Stmt& s = push(in_place ? Op::reshape_view : Op::reshape, -1);
     s.args = {Operand{x}};
     s.shape = shape_of(v.syms);
@@ -934,17 +917,17 @@ class Generator {
     const int x = any_var();
     VarInfo v = p_.vars[x];
     v.base = -1;
-    v.writable = !kBugPendingReadsLaterWrites;
+    v.writable = true;
     Stmt& s = push(Op::copy, -1);
     s.args = {Operand{x}};
     s.out = add_var(v);
     return true;
   }
-  // An axis to reduce or scan (-1: all), honouring BUG (b) for reductions.
-  int reduction_axis(const VarInfo& x, bool scan) {
+  // An axis to reduce or scan (-1: all).
+  int reduction_axis(const VarInfo& x) {
     const int rank = static_cast<int>(x.syms.size());
     if (rank == 0 || schance(2)) return -1;
-    return kBugAxisReduction && !scan ? rank - 1 : spick(0, rank - 1);
+    return spick(0, rank - 1);
   }
   static std::vector<int> reduced_syms(const std::vector<int>& syms, int axis, bool keepdims) {
     if (axis < 0) return {};
@@ -980,7 +963,7 @@ class Generator {
     const int x = any_var();
     const VarInfo& from = p_.vars[x];
     if ((op == Red::min || op == Red::max) && has_empty(from.syms)) return false;
-    const int axis = reduction_axis(from, false);
+    const int axis = reduction_axis(from);
     VarInfo v;
     v.dtype = reduce_result(op, from.dtype);
     const bool keepdims = axis >= 0 && schance(3);
@@ -997,7 +980,7 @@ class Generator {
     const int x = any_var();
     const VarInfo& from = p_.vars[x];
     if (has_empty(from.syms)) return false;
-    const int axis = reduction_axis(from, false);
+    const int axis = reduction_axis(from);
     VarInfo v;
     v.dtype = D::i64;
     const bool keepdims = axis >= 0 && schance(3);
@@ -1013,7 +996,7 @@ class Generator {
   bool add_cumsum() {
     const int x = any_var();
     const VarInfo& from = p_.vars[x];
-    const int axis = reduction_axis(from, false);
+    const int axis = reduction_axis(from);
     VarInfo v;
     v.dtype = reduce_result(Red::sum, from.dtype);
     if (axis >= 0) {
@@ -1079,10 +1062,10 @@ class Generator {
     return true;
   }
   // Whether `target op= value` is allowed: NumPy's same_kind (a float result into an integer
-  // array is not; bool and integer results stay in their kind) and BUG (c).
+  // array is not; bool and integer results stay in their kind).
   bool compound_allowed(D target, Bin op, D result) const {
     if (is_fp(target)) return true;
-    if (kBugCompoundIntegers || op == Bin::div) return false;
+    if (op == Bin::div) return false;
     if (target == D::boolean) return result == D::boolean;
     return is_int(result) && (is_sint(target) || is_uint(result));
   }
@@ -2191,11 +2174,11 @@ class Library {
         },
         vars[s.out]);
   }
-  // target op= value, where it compiles (NumPy's same_kind; BUG (c)).
+  // target op= value, where it compiles (NumPy's same_kind).
   template <class T, class Y>
   static void compound_op(Bin op, gs::Array<T>& t, const Y& y) {
     using R = typename decltype(t + y)::value_type;
-    constexpr bool fits = is_float_type<T> || (!kBugCompoundIntegers && !is_float_type<R>);
+    constexpr bool fits = is_float_type<T> || !is_float_type<R>;
     if constexpr (fits) {
       switch (op) {
         case Bin::add:
