@@ -299,6 +299,28 @@ TEST(ArrayReduce, UnderMpirunArraysSpanEveryRank) {
     ASSERT_EQ(by_row[i], *std::max_element(v.begin() + i * cols, v.begin() + (i + 1) * cols));
 }
 
+TEST(ArrayReduce, OnlyTheFirstLevelMapsTheInput) {
+  // Partials in the input's dtype and rank once took the first level's compiled kernel, so
+  // count_nonzero counted the nonzero partials and a ReductionKernel mapped them again
+  // (found by the differential test: int64 (59, 11) in tiles of (23, 10)).
+  auto g = test::rng(34);
+  std::vector<int64_t> v(59 * 11);
+  for (auto& x : v) x = g() % 5 == 0 ? 0 : static_cast<int64_t>(g() % 1999) - 999;
+  std::vector<double> d(v.begin(), v.end());
+  int64_t nonzero = 0;
+  double squares = 0;
+  for (int64_t x : v) nonzero += x != 0, squares += double(x) * double(x);
+  gs::ReductionKernel sum_squares("T x", "T y", "x * x", "a + b", "y = a", "0", "sum_squares");
+  for (int devices : {1, 3}) {
+    gs::Context ctx(test::quiet_config(devices));
+    auto a = ctx.from_vector(v, {59, 11}, gs::dist::tiles({23, 10}));
+    EXPECT_EQ(gs::count_nonzero(a).item(), nonzero) << devices;
+    auto f = ctx.from_vector(d, {59, 11}, gs::dist::tiles({23, 10}));
+    gs::Array<double> got = sum_squares(f);
+    EXPECT_EQ(got.item(), squares) << devices;  // integers: exact in double
+  }
+}
+
 TEST(ArrayReduce, NarrowIntegersHaveTheirOwnExtremes) {
   // ~uint8_t(0) is the int -1: min started from -1 and max from 0 for int8 and int16, and a
   // float past their range converted to -1 (found by the differential test).
