@@ -596,6 +596,56 @@ ReductionKernel::ReductionKernel(const std::string& in_params, const std::string
   spec_ = s;
 }
 
+namespace {
+
+// The answer to a reduction of an empty input, as CuPy's: every element of the result (shaped
+// as gs::sum's) is the post-mapped identity, written by one kernel.
+std::shared_ptr<ArrayHandle> identity_result(const std::shared_ptr<runtime::Driver>& driver,
+                                             const KernelSpec& s, const CustomReduce& r,
+                                             const Dim& in, const AxisArgs& ax) {
+  Dim shape = Dim::of_rank(ax.keepdims ? in.rank() : 0, 1);
+  if (ax.axis != detail::kAllAxes) {
+    shape = Dim::of_rank(in.rank() - (ax.keepdims ? 0 : 1), 1);
+    for (int k = 0, j = 0; k < in.rank(); ++k)
+      if (k != ax.axis)
+        shape[j++] = in[k];
+      else if (ax.keepdims)
+        ++j;
+  }
+  auto out = detail::array_create(driver, r.out, shape,
+                                  detail::default_distribution(driver, r.out, shape), nullptr);
+  if (shape.volume() == 0) return out;
+  const int R = shape.rank();
+  std::string params, index, guard, binding, where;
+  for (int k = 0; k < R; ++k) {
+    const char axis = "xyz"[R - 1 - k];
+    params += fmt::format(", int64_t n{}", k);
+    index += fmt::format(
+        "  const int64_t a{0} = (int64_t)blockIdx.{1} * blockDim.{1} + threadIdx.{1};\n", k, axis);
+    guard += fmt::format("{}a{} >= n{}", k ? " || " : "", k, k);
+    where += fmt::format("{}a{}", k ? ", " : "", k);
+  }
+  for (int k = R - 1; k >= 0; --k) binding += fmt::format("{}a{}", k == R - 1 ? "" : ", ", k);
+  if (R == 0) index = "  if (blockIdx.x * blockDim.x + threadIdx.x != 0) return;\n";
+  if (R > 0) index += fmt::format("  if ({}) return;\n", guard);
+  const std::string source = fmt::format(
+      "#include <gridspan/device/elementwise.hpp>\n#include <gridspan/device/fused.hpp>\n{}"
+      "__device__ void @NAME@(dim3 blockIdx{}, gridspan::{}<{}> out) {{\n{}"
+      "  gridspan::fused::store(out({}), gs_post(gs_identity()));\n}}\n",
+      r.code, params, kViewKinds[R], dtype_cpp_name(r.out), index, where);
+  const std::string annotation =
+      R == 0 ? "global t => overwrite out"
+             : fmt::format("global [{}] => overwrite out[{}]", binding, where);
+  const Kernel& kernel = compiled(driver, source, annotation, s.name);
+  Arguments args;
+  args.shape(shape);
+  args.array(out->storage, r.out);
+  launch_elements(driver, kernel, shape, out.get(), false, args.list());
+  return out;
+}
+
+}  // namespace
+
 KernelOutputs ReductionKernel::call(const std::vector<detail::KernelArg>& args) const {
   const KernelSpec& s = *spec_;
   std::lock_guard lock(detail::lazy_mutex());
@@ -607,18 +657,14 @@ KernelOutputs ReductionKernel::call(const std::vector<detail::KernelArg>& args) 
   const Call c = resolve(s, inputs, 0);
   Dim shape = broadcast_shape(s, inputs, 0);
   const AxisArgs ax = axis_args(s, args, shape.rank());
-  if (shape.volume() == 0)
-    throw Error(
-        fmt::format("{}: reducing an empty array (shape {}) is not supported by string "
-                    "kernels; use gs::sum and its kin",
-                    s.name, shape.str()));
-  if (shape.rank() == 0) shape = Dim{1};  // one element, reduced over its one axis
   CustomReduce r;
   r.out = c.out_dtypes[0];
   r.acc = detail::is_16bit_float(r.out) ? DType::f32 : r.out;
   r.code = reduce_code(s, c, r.acc);
-  const Program p = map_program(s, c, inputs, shape, r.map);
   try {
+    if (shape.volume() == 0) return KernelOutputs({identity_result(driver, s, r, shape, ax)});
+    if (shape.rank() == 0) shape = Dim{1};  // one element, reduced over its one axis
+    const Program p = map_program(s, c, inputs, shape, r.map);
     return KernelOutputs({reduce_custom(driver, r, p, ax.axis, ax.keepdims)});
   } catch (const CompileError& e) {
     throw CompileError(

@@ -174,5 +174,25 @@ TEST(ArrayKernels, BadKernelsAreErrorsThatSayWhat) {
   EXPECT_THROW(gs::ReductionKernel("raw T x", "T y", "x", "a + b", "y = a", "0", "raw"), gs::Error);
 }
 
+TEST(ArrayKernels, AReductionOfNothingAnswersThePostMappedIdentity) {
+  // CuPy's answer: every result element is post(identity), the result shaped as gs::sum's.
+  gs::Context ctx(test::quiet_config(2));
+  gs::ReductionKernel shifted("T x", "T y", "x * x", "a + b", "y = a + 1.5", "2", "shifted");
+  auto e = gs::zeros<float>(ctx, {0, 3});
+  gs::Array<float> all = shifted(e);
+  EXPECT_EQ(all.shape(), gs::Dim{});
+  EXPECT_EQ(all.item(), 3.5f);
+  gs::Array<float> cols = shifted(e, 0);
+  EXPECT_EQ(cols.to_vector(), (std::vector<float>{3.5f, 3.5f, 3.5f}));
+  gs::Array<float> kept = shifted(e, 0, true);
+  EXPECT_EQ(kept.shape(), (gs::Dim{1, 3}));
+  EXPECT_EQ(kept.to_vector(), (std::vector<float>{3.5f, 3.5f, 3.5f}));
+  gs::Array<float> rows = shifted(e, 1);
+  EXPECT_EQ(rows.shape(), (gs::Dim{0}));
+  gs::Array<float> every_kept = shifted(e, true);
+  EXPECT_EQ(every_kept.shape(), (gs::Dim{1, 1}));
+  EXPECT_EQ(every_kept.item(), 3.5f);
+}
+
 }  // namespace
 }  // namespace gridspan
