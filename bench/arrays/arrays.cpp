@@ -138,8 +138,7 @@ void run_scans(gs::Context& ctx, const std::vector<float>& av, int64_t n, int re
   if (n < 2 * row) return;
   auto a2 = ctx.from_vector(av, {n / row, row});
   check_scan("cumsum_last", gs::cumsum(a2, 1).to_vector(), av, row);
-  report(ctx, "cumsum_last", n, 2 * n * f,
-         time_calls(ctx, reps, [&] { out = gs::cumsum(a2, 1); }));
+  report(ctx, "cumsum_last", n, 2 * n * f, time_calls(ctx, reps, [&] { out = gs::cumsum(a2, 1); }));
 }
 
 void run_size(gs::Context& ctx, int64_t n, int reps) {

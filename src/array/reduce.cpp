@@ -451,10 +451,10 @@ std::shared_ptr<ArrayHandle> run_level(const std::shared_ptr<runtime::Driver>& d
                                   out_distribution(driver, l, guide, out_dtype), nullptr);
   // `first`: the first level maps the input (count_nonzero's `!= 0`, a ReductionKernel's map
   // expression), later ones combine partials that may have the input's dtype and rank.
-  std::string key = fmt::format("reduce{}:{}:{}:{}:{}:{}:{}:{}:{}:{}:{}|{}", int(plan.op),
-                                int(plan.acc), int(out_dtype), l.last_axis, l.axis, l.final, l.drop,
-                                plan.keepdims, l.out.rank(), l.looped + 2 * l.lanes, first,
-                                p.key());
+  std::string key =
+      fmt::format("reduce{}:{}:{}:{}:{}:{}:{}:{}:{}:{}:{}|{}", int(plan.op), int(plan.acc),
+                  int(out_dtype), l.last_axis, l.axis, l.final, l.drop, plan.keepdims, l.out.rank(),
+                  l.looped + 2 * l.lanes, first, p.key());
   if (plan.custom) key += "|custom|" + plan.custom->code + "|" + plan.custom->map;
   const Kernel& kernel = cached_kernel(driver, key, [&](const std::string& name) {
     auto [src, ann] = level_kernel(plan, l, p, first, name);
