@@ -72,7 +72,7 @@ Family family(EwOp op) {
 }
 
 // The dtype the arrays and scalars of `args` promote to (from `first` on).
-DType promoted(const std::vector<detail::EwArg>& args, std::size_t first) {
+DType promoted(std::span<const detail::EwArg> args, std::size_t first) {
   bool any = false;
   DType p = DType::boolean;
   for (std::size_t i = first; i < args.size(); ++i)
@@ -84,7 +84,7 @@ DType promoted(const std::vector<detail::EwArg>& args, std::size_t first) {
 }
 
 // The dtype operation `op` computes its operands in.
-DType operand_dtype(EwOp op, const std::vector<detail::EwArg>& args) {
+DType operand_dtype(EwOp op, std::span<const detail::EwArg> args) {
   const DType p = promoted(args, op == EwOp::where ? 1 : 0);
   switch (family(op)) {
     case Family::logical_arith:
@@ -164,16 +164,16 @@ void keep_within_limits(Node& node) {
   }
 }
 
-std::shared_ptr<runtime::Driver> driver_of(const std::vector<detail::EwArg>& args) {
-  std::shared_ptr<runtime::Driver> driver;
+const std::shared_ptr<runtime::Driver>& driver_of(std::span<const detail::EwArg> args) {
+  const std::shared_ptr<runtime::Driver>* driver = nullptr;
   for (const auto& a : args) {
     if (!a.array) continue;
-    if (driver && a.array->driver != driver)
+    if (driver && a.array->driver != *driver)
       throw Error("an operation mixes arrays of two gs::Contexts; copy one into the other's");
-    driver = a.array->driver;
+    driver = &a.array->driver;
   }
   if (!driver) throw Error("internal error: an elementwise operation without an array");
-  return driver;
+  return *driver;
 }
 
 }  // namespace
@@ -236,10 +236,11 @@ void Node::produce(ArrayHandle& into) {
 
 namespace gridspan::detail {
 
-std::shared_ptr<ArrayHandle> elementwise(EwOp op, DType result, std::vector<EwArg> args) {
+std::shared_ptr<ArrayHandle> elementwise(EwOp op, DType result, std::span<EwArg> args) {
   std::lock_guard lock(lazy_mutex());
-  auto driver = array::driver_of(args);
+  const std::shared_ptr<runtime::Driver> driver = array::driver_of(args);
   auto node = std::make_shared<array::Node>();
+  node->inputs.reserve(args.size());
   node->op = op;
   const DType as = array::operand_dtype(op, args);
   node->dtype = op == EwOp::cast ? result : array::result_dtype(op, as);
@@ -255,7 +256,7 @@ std::shared_ptr<ArrayHandle> elementwise(EwOp op, DType result, std::vector<EwAr
             ? args[i].array->dtype
             : as;
     if (args[i].array) {
-      in.array = args[i].array;
+      in.array = std::move(args[i].array);  // the caller's copy: one reference fewer to count
       in.as = in_as;
       node->shape = shaped ? array::broadcast(node->shape, in.array->shape) : in.array->shape;
       shaped = true;

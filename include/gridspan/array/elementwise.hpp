@@ -7,7 +7,9 @@
 //   float first = y.to_vector()[0];            // one kernel computes y
 #pragma once
 
+#include <initializer_list>
 #include <memory>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -103,7 +105,12 @@ EwArg ew_arg(S s) {
 
 /// A pending array: `op` over `args` (broadcast), of dtype `result`. Throws gs::Error when
 /// the shapes cannot broadcast, or a scalar does not fit the array's integer type.
-std::shared_ptr<ArrayHandle> elementwise(EwOp op, DType result, std::vector<EwArg> args);
+std::shared_ptr<ArrayHandle> elementwise(EwOp op, DType result, std::span<EwArg> args);
+inline std::shared_ptr<ArrayHandle> elementwise(EwOp op, DType result,
+                                                std::initializer_list<EwArg> args) {
+  std::vector<EwArg> copy(args);
+  return elementwise(op, result, std::span<EwArg>(copy));
+}
 /// Writes the value of `value` into `target` (an array or a view), converting to its dtype:
 /// one kernel, launched now (asynchronously).
 void assign(const std::shared_ptr<ArrayHandle>& target, const EwArg& value);
@@ -138,9 +145,9 @@ template <class X, class Y>
 constexpr bool binary_ok = (is_array<X>::value && (is_array<Y>::value || is_scalar_v<Y>)) ||
                            (is_array<Y>::value && is_scalar_v<X>);
 
-template <DType D>
-Array<type_of_dtype_t<D>> make_result(EwOp op, std::vector<EwArg> args) {
-  return Array<type_of_dtype_t<D>>(elementwise(op, D, std::move(args)));
+template <DType D, std::size_t N>
+Array<type_of_dtype_t<D>> make_result(EwOp op, EwArg (&&args)[N]) {
+  return Array<type_of_dtype_t<D>>(elementwise(op, D, std::span<EwArg>(args, N)));
 }
 template <EwOp Op, DType D, class X, class Y>
 auto binary(const X& x, const Y& y) {
