@@ -337,7 +337,7 @@ struct VarInfo {
   D dtype = D::f32;
   std::vector<int> syms;  // per axis: 0 for length one, else an extent's symbol
   int base = -1;          // the variable whose storage it is (itself when not a view)
-  bool writable = false;  // may be written in place (BUG (a))
+  bool writable = false;  // may be written in place
 };
 
 struct Program {
@@ -481,6 +481,7 @@ class Generator {
     for (int i = 0; i < inputs; ++i) add_input();
     const int stmts = spick(5, 12);
     for (int i = 0; i < stmts; ++i) add_statement();
+    if (tight_) size_memory();
     return std::move(p_);
   }
 
@@ -491,6 +492,7 @@ class Generator {
   std::vector<int64_t> ext_{1};         // per symbol (symbol 0: length one)
   std::vector<bool> empty_sym_{false};  // structural: the symbol's extent is 0
   int rank_ = 0;
+  bool tight_ = false;  // memory limits that spill
 
   int spick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(s_); }
   int64_t dpick(int64_t lo, int64_t hi) {
@@ -535,14 +537,22 @@ class Generator {
   }
   void choose_machine() {
     p_.devices = static_cast<int>(dpick(1, 3));
+    tight_ = dchance(3);
+    if (tight_) p_.cpu_async = dchance(2);
+  }
+  // Tight memory: a task's arrays fit, the program's do not. Sized once the program is
+  // made, from its largest variable (broadcasting can make one larger than every input:
+  // (846, 1) against (846,) is 846 x 846).
+  void size_memory() {
     int64_t volume = 1;
-    for (int a = 1; a <= rank_; ++a) volume *= std::max<int64_t>(1, ext_[a]);
-    const std::size_t largest = static_cast<std::size_t>(volume) * 8 + 4096;
-    if (dchance(3)) {  // tight: a task's arrays fit, the program's do not
-      p_.device_memory = 2 * largest + (4 << 10);
-      p_.host_memory = 16 * largest + (256 << 10);
-      p_.cpu_async = dchance(2);
+    for (const VarInfo& v : p_.vars) {
+      int64_t n = 1;
+      for (int k : v.syms) n *= std::max<int64_t>(1, ext_[k]);
+      volume = std::max(volume, n);
     }
+    const std::size_t largest = static_cast<std::size_t>(volume) * 8 + 4096;
+    p_.device_memory = 2 * largest + (4 << 10);
+    p_.host_memory = 16 * largest + (256 << 10);
   }
 
   int add_var(VarInfo v) {
