@@ -221,11 +221,9 @@ void launch_elements(const std::shared_ptr<runtime::Driver>& driver, const Kerne
   threads[last] = (shape[last] + line - 1) / line;
   per_block[last] = 1;
   std::vector<detail::LaunchArg> with_line = args;
-  detail::LaunchArg e;
-  e.dtype = DType::i64;
-  e.value = static_cast<double>(line);
-  e.bits = static_cast<uint64_t>(line);
-  with_line.push_back(e);
+  Arguments e;
+  e.integer(line);
+  e.list_into(with_line);
   kernel.launch_packed(thread_dim(shape, threads), thread_dim(shape, per_block),
                        work_for(shape, along, block, driver->device_count(), line), with_line);
 }
