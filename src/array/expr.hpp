@@ -116,6 +116,11 @@ struct Program {
   std::string annotation() const;
 };
 
+/// A generated kernel's first lines for one thread per element of a rank-`rank` array
+/// (`n0`.. its extents): axes a0.. from the thread's index, returning past the ends; with
+/// `looped`, the last axis's line `gs_w` of `gs_e` elements instead.
+std::string thread_prologue(int rank, bool looped);
+
 /// The Program computing `root` (a pending array's Node) into `target` (of the root's shape
 /// and dtype), inlining the pending arrays under it and reading the others where they lie.
 Program build_program(const Node& root, ArrayHandle& target, bool fresh);

@@ -616,18 +616,13 @@ std::shared_ptr<ArrayHandle> identity_result(const std::shared_ptr<runtime::Driv
                                   detail::default_distribution(driver, r.out, shape), nullptr);
   if (shape.volume() == 0) return out;
   const int R = shape.rank();
-  std::string params, index, guard, binding, where;
+  std::string params, binding, where;
   for (int k = 0; k < R; ++k) {
-    const char axis = "xyz"[R - 1 - k];
     params += fmt::format(", int64_t n{}", k);
-    index += fmt::format(
-        "  const int64_t a{0} = (int64_t)blockIdx.{1} * blockDim.{1} + threadIdx.{1};\n", k, axis);
-    guard += fmt::format("{}a{} >= n{}", k ? " || " : "", k, k);
     where += fmt::format("{}a{}", k ? ", " : "", k);
   }
   for (int k = R - 1; k >= 0; --k) binding += fmt::format("{}a{}", k == R - 1 ? "" : ", ", k);
-  if (R == 0) index = "  if (blockIdx.x * blockDim.x + threadIdx.x != 0) return;\n";
-  if (R > 0) index += fmt::format("  if ({}) return;\n", guard);
+  const std::string index = thread_prologue(R, false);
   const std::string source = fmt::format(
       "#include <gridspan/device/elementwise.hpp>\n#include <gridspan/device/fused.hpp>\n{}"
       "__device__ void @NAME@(dim3 blockIdx{}, gridspan::{}<{}> out) {{\n{}"

@@ -451,18 +451,7 @@ class SourceWriter {
     std::string body;
     const int rank = p_.shape.rank();
     const bool looped = p_.looped && rank > 0;
-    for (int k = rank - 1; k >= 0; --k) {
-      const char axis = "xyz"[rank - 1 - k];
-      body +=
-          fmt::format("  const int64_t {} = (int64_t)blockIdx.{} * blockDim.{} + threadIdx.{};\n",
-                      looped && k == rank - 1 ? "gs_w" : axis_name(k), axis, axis, axis);
-    }
-    if (rank == 0) body += "  if (blockIdx.x * blockDim.x + threadIdx.x != 0) return;\n";
-    std::string guard;
-    for (int k = 0; k < rank; ++k)
-      guard += fmt::format("{}{} >= n{}", k ? " || " : "",
-                           looped && k == rank - 1 ? "gs_w * gs_e" : axis_name(k), k);
-    if (rank) body += fmt::format("  if ({}) return;\n", guard);
+    body += thread_prologue(rank, looped);
     std::string element_code = steps();
     element_code += fmt::format("  gridspan::fused::store({}, v{});\n",
                                 element(p_.target_access(), "out"), p_.result.index);
@@ -583,6 +572,20 @@ std::string Program::step_code() const {
 
 const Leaf& Program::target_access() const {
   return target.access;
+}
+
+std::string thread_prologue(int rank, bool looped) {
+  std::string body, guard;
+  for (int k = rank - 1; k >= 0; --k) {
+    const char axis = "xyz"[rank - 1 - k];
+    body += fmt::format("  const int64_t {} = (int64_t)blockIdx.{} * blockDim.{} + threadIdx.{};\n",
+                        looped && k == rank - 1 ? "gs_w" : axis_name(k), axis, axis, axis);
+  }
+  if (rank == 0) return body + "  if (blockIdx.x * blockDim.x + threadIdx.x != 0) return;\n";
+  for (int k = 0; k < rank; ++k)
+    guard += fmt::format("{}{} >= n{}", k ? " || " : "",
+                         looped && k == rank - 1 ? "gs_w * gs_e" : axis_name(k), k);
+  return body + fmt::format("  if ({}) return;\n", guard);
 }
 
 std::string Program::source(const std::string& name) const {
