@@ -70,6 +70,15 @@ void report(gs::Context& ctx, const char* bench, int64_t n, double bytes, Timing
   std::fflush(stdout);
 }
 
+std::vector<std::string> only;  // --only: the figures to time (all when empty)
+
+// Reports `call`'s timing as `bench`, unless --only names other figures.
+void timed(gs::Context& ctx, const char* bench, int64_t n, double bytes, int reps,
+           const std::function<void()>& call) {
+  if (only.empty() || std::find(only.begin(), only.end(), bench) != only.end())
+    report(ctx, bench, n, bytes, time_calls(ctx, reps, call));
+}
+
 // Every element of `got` within `tol` (relative to the largest |want|) of `want`.
 void check(const char* bench, const std::vector<float>& got, const std::vector<double>& want) {
   double scale = 0, worst = 0;
@@ -94,7 +103,7 @@ void run_sums(gs::Context& ctx, const std::vector<float>& av, int64_t n, int rep
   }
   const double f = sizeof(float);
   gs::Array<float> out;
-  report(ctx, "sum_all", n, n * f, time_calls(ctx, reps, [&] { out = gs::sum(a); }));
+  timed(ctx, "sum_all", n, n * f, reps, [&] { out = gs::sum(a); });
   const int64_t row = 4096;
   if (n < 2 * row) return;
   auto a2 = ctx.from_vector(av, {n / row, row});
@@ -107,8 +116,8 @@ void run_sums(gs::Context& ctx, const std::vector<float>& av, int64_t n, int rep
     std::fprintf(stderr, "bench_arrays: axis sums are wrong\n");
     std::exit(1);
   }
-  report(ctx, "sum_last", n, n * f, time_calls(ctx, reps, [&] { out = gs::sum(a2, 1); }));
-  report(ctx, "sum_first", n, n * f, time_calls(ctx, reps, [&] { out = gs::sum(a2, 0); }));
+  timed(ctx, "sum_last", n, n * f, reps, [&] { out = gs::sum(a2, 1); });
+  timed(ctx, "sum_first", n, n * f, reps, [&] { out = gs::sum(a2, 0); });
 }
 
 // Every prefix of `got` within 1e-4 of the prefix sums of |x| (at least 1) of a float64 scan of
@@ -133,12 +142,12 @@ void run_scans(gs::Context& ctx, const std::vector<float>& av, int64_t n, int re
   gs::Array<float> out;
   auto a = ctx.from_vector(av, {n});
   check_scan("cumsum_all", gs::cumsum(a).to_vector(), av, n);
-  report(ctx, "cumsum_all", n, 2 * n * f, time_calls(ctx, reps, [&] { out = gs::cumsum(a); }));
+  timed(ctx, "cumsum_all", n, 2 * n * f, reps, [&] { out = gs::cumsum(a); });
   const int64_t row = 4096;
   if (n < 2 * row) return;
   auto a2 = ctx.from_vector(av, {n / row, row});
   check_scan("cumsum_last", gs::cumsum(a2, 1).to_vector(), av, row);
-  report(ctx, "cumsum_last", n, 2 * n * f, time_calls(ctx, reps, [&] { out = gs::cumsum(a2, 1); }));
+  timed(ctx, "cumsum_last", n, 2 * n * f, reps, [&] { out = gs::cumsum(a2, 1); });
 }
 
 void run_size(gs::Context& ctx, int64_t n, int reps) {
@@ -159,18 +168,18 @@ void run_size(gs::Context& ctx, int64_t n, int reps) {
   check("chain_fused", first(gs::tanh(a * b + c) * 0.5f - a), chain_ref);
   gs::Array<float> out;
   const double f = sizeof(float);
-  report(ctx, "copy", n, 2 * n * f, time_calls(ctx, reps, [&] {
-           out = (a + 0.0f);
-           out.handle();
-         }));
-  report(ctx, "add", n, 3 * n * f, time_calls(ctx, reps, [&] {
-           out = a + b;
-           out.handle();
-         }));
-  report(ctx, "chain_fused", n, 4 * n * f, time_calls(ctx, reps, [&] {
-           out = gs::tanh(a * b + c) * 0.5f - a;
-           out.handle();
-         }));
+  timed(ctx, "copy", n, 2 * n * f, reps, [&] {
+    out = (a + 0.0f);
+    out.handle();
+  });
+  timed(ctx, "add", n, 3 * n * f, reps, [&] {
+    out = a + b;
+    out.handle();
+  });
+  timed(ctx, "chain_fused", n, 4 * n * f, reps, [&] {
+    out = gs::tanh(a * b + c) * 0.5f - a;
+    out.handle();
+  });
   run_sums(ctx, av, n, reps);
   run_scans(ctx, av, n, reps);
 }
@@ -181,7 +190,7 @@ void run_overhead(gs::Context& ctx, int64_t n, int reps) {
   auto a = ctx.from_vector(random_floats(n, 1), {n}), b = ctx.from_vector(random_floats(n, 2), {n});
   const double f = sizeof(float);
   auto once = [&](const char* name, const std::function<void()>& call) {
-    report(ctx, name, n, 3 * n * f, time_calls(ctx, reps, call));
+    timed(ctx, name, n, 3 * n * f, reps, call);
   };
   once("part_expression", [&] { auto x = a + b; });
   once("part_empty", [&] { auto x = gs::empty<float>(ctx, {n}); });
@@ -189,6 +198,11 @@ void run_overhead(gs::Context& ctx, int64_t n, int reps) {
   once("part_assign", [&] { out.assign(a + b); });
   once("part_add_fresh", [&] {
     out = a + b;
+    out.handle();
+  });
+  once("part_chain_expression", [&] { auto x = gs::tanh(a * b + a) * 0.5f - a; });
+  once("part_chain_fresh", [&] {
+    out = gs::tanh(a * b + a) * 0.5f - a;
     out.handle();
   });
 }
@@ -203,6 +217,7 @@ int main(int argc, char** argv) {
   app.add_option("--sizes", sizes, "log2 of the element counts");
   app.add_flag("--overhead", overhead, "time the parts of a small call instead");
   app.add_option("--reps", reps, "timed calls per figure");
+  app.add_option("--only", only, "time these figures only (copy, add, chain_fused, sum_all ...)");
   CLI11_PARSE(app, argc, argv);
   return gs::run(argc, argv, [&](gs::Context& ctx) {
     for (int k : sizes)
