@@ -97,6 +97,10 @@ class Device {
                     std::size_t elem_size) = 0;
   virtual void combine(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
                        annotation::ReduceOp op, DType dtype) = 0;
+  /// Rounds `region` of float32 `src` (this device's memory) into `dst`, of the 16-bit float
+  /// `dtype`, to nearest even: the end of a 16-bit sum's float32 partials.
+  virtual void narrow(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+                      const Rect& region, DType dtype) = 0;
   /// Host memory to device memory and back; the host side may be pageable.
   virtual void upload(void* dst, const Rect& dst_rect, const void* host, const Rect& host_rect,
                       const Rect& region, std::size_t elem_size) = 0;

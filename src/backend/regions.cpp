@@ -1,7 +1,10 @@
-// Box copies, fills and reductions over row-major boxes of host-addressable memory: the cpu
-// backend's region operations, and the host side of every backend.
+// Box copies, fills, reductions and float32-to-16-bit roundings over row-major boxes of
+// host-addressable memory: the cpu backend's region operations, and the host side of every
+// backend.
 #include <algorithm>
 #include <cstring>
+
+#include <fmt/format.h>
 
 #include "backend/regions.hpp"
 #include "gridspan/core/error.hpp"
@@ -44,6 +47,8 @@ void combine_op(T* dst, const Rect& dr, const T* src, const Rect& sr, const Rect
   throw Error("internal error: bitwise reduction on a floating-point array");
 }
 
+// Rounds at every combine: the runtime's partials of 16-bit sums and products are float32
+// (plan::partial_dtype, rounded once by narrow_region), so it comes here for min and max.
 template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
 void combine_16(uint16_t* dst, const Rect& dr, const uint16_t* src, const Rect& sr,
                 const Rect& region, annotation::ReduceOp op) {
@@ -138,6 +143,18 @@ void combine_region(void* dst, const Rect& dst_rect, const void* src, const Rect
                                                       region, op);
   }
 #undef GS_COMBINE
+}
+
+void narrow_region(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+                   const Rect& region, DType dtype) {
+  if (dtype != DType::f16 && dtype != DType::bf16)
+    throw Error(fmt::format("internal error: narrowing float32 to {}", dtype_name(dtype)));
+  auto* d = static_cast<uint16_t*>(dst);
+  auto* s = static_cast<const float*>(src);
+  uint16_t (*round)(float) = dtype == DType::f16 ? float_to_half : float_to_bf16;
+  for_each_run(dst_rect, src_rect, region, [&](int64_t doff, int64_t soff, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) d[doff + i] = round(s[soff + i]);
+  });
 }
 
 }  // namespace gridspan::backend

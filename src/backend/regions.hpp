@@ -43,5 +43,9 @@ void fill_region(void* dst, const Rect& dst_rect, const Rect& region, const void
 /// dst[r] = dst[r] op src[r] over r = src_rect ∩ dst_rect.
 void combine_region(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
                     annotation::ReduceOp op, DType dtype);
+/// Rounds `region` of a float32 box into a box of the 16-bit float `dtype` (f16 or bf16),
+/// to nearest even.
+void narrow_region(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+                   const Rect& region, DType dtype);
 
 }  // namespace gridspan::backend

@@ -113,6 +113,11 @@ void write_payload(Writer& w, const Task& t, const IdOfExecutable& id_of) {
           for (const auto& c : p.srcs) write_chunk(w, c);
           w.u8(static_cast<uint8_t>(p.op));
           w.u8(static_cast<uint8_t>(p.dtype));
+        } else if constexpr (std::is_same_v<P, plan::Narrow>) {
+          write_chunk(w, p.src);
+          write_chunk(w, p.dst);
+          w.rect(p.region);
+          w.u8(static_cast<uint8_t>(p.dtype));
         } else if constexpr (std::is_same_v<P, plan::HostWrite>) {
           write_chunk(w, p.dst);
           w.rect(p.region);
@@ -201,6 +206,14 @@ plan::Payload read_payload(Reader& r, const ExecutableOfId& executable_of) {
     d.op = read_enum(r, "reduction operator", annotation::ReduceOp::bit_or);
     d.dtype = read_enum(r, "reduction dtype", DType::boolean);
     return d;
+  }
+  if (kind == payload_index<plan::Narrow>()) {
+    plan::Narrow n;
+    n.src = read_chunk(r, "narrowing source");
+    n.dst = read_chunk(r, "narrowing target");
+    n.region = r.rect("narrowing region");
+    n.dtype = read_enum(r, "narrowing dtype", DType::boolean);
+    return n;
   }
   if (kind == payload_index<plan::HostWrite>()) {
     plan::HostWrite h;

@@ -106,6 +106,7 @@ struct ReduceState {
   const ArrayMeta* array = nullptr;
   Mode mode = Mode::reduce;
   ReduceOp op = ReduceOp::add;
+  DType dtype = DType::f32;  // the partials' (partial_dtype): float32 for a 16-bit sum
   std::vector<std::vector<Partial>> per_device;             // reduce: superblock partials
   std::vector<std::vector<TaskId>> device_users;            // atomic: the executes per device
   std::vector<std::vector<std::size_t>> device_user_tasks;  // ... as indices in the tasks
@@ -246,6 +247,7 @@ class Planner::Launch {
     rs.array = a;
     rs.mode = acc.mode;
     rs.op = acc.op;
+    rs.dtype = partial_dtype(acc.op, a->dtype);
     if (rs.per_device.empty()) {
       rs.per_device.resize(pl_.devices_);
       rs.device_users.resize(pl_.devices_);
@@ -253,9 +255,8 @@ class Planner::Launch {
     }
     rs.regions.push_back(acc.region);
     if (acc.mode == Mode::reduce) {
-      auto [ref, created] = new_temp(acc.region, dev, a->elem_size);
-      exec.deps.push_back(b_.add(
-          dev, Fill{ref, acc.region, a->elem_size, reduce_identity(acc.op, a->dtype)}, {created}));
+      auto [ref, created] = new_identity_partial(rs, acc.region, dev);
+      exec.deps.push_back(created);
       arg.chunk = ref;
       rs.per_device[dev].push_back(Partial{ref, dev, exec.id});
     } else {
@@ -406,10 +407,7 @@ class Planner::Launch {
           box = first ? r : box.bounding_union(r);
           first = false;
         }
-        auto [ref, created] = new_temp(box, d, rs.array->elem_size);
-        const TaskId filled =
-            b_.add(d, Fill{ref, box, rs.array->elem_size, reduce_identity(rs.op, rs.array->dtype)},
-                   {created});
+        auto [ref, filled] = new_identity_partial(rs, box, d);
         for (std::size_t at : rs.device_user_tasks[d]) {
           std::get<Execute>(tasks_[at].payload).arrays[p].chunk = ref;
           tasks_[at].deps.push_back(filled);
@@ -447,7 +445,7 @@ class Planner::Launch {
     } else {
       final_part = reduce_across_ranks();
     }
-    overwrite_reduced(final_part);
+    overwrite_reduced(narrow(final_part));
     delete_partials();
   }
 
@@ -459,13 +457,12 @@ class Planner::Launch {
 
   // One Reduce task combining `parts` (in order) into a new partial on `device`.
   Partial reduce_into(const std::vector<Partial>& parts, int device) {
-    const ArrayMeta* a = reduced_->array;
     Rect box = parts[0].chunk.rect;
     for (auto& part : parts) box = box.bounding_union(part.chunk.rect);
-    auto [ref, created] = new_temp(box, device, a->elem_size);
+    auto [ref, created] = new_temp(box, device, partial_size());
     const TaskId id = b_.next_id();
     std::vector<TaskId> deps{created};
-    Reduce payload{ref, {}, reduced_->op, a->dtype};
+    Reduce payload{ref, {}, reduced_->op, reduced_->dtype};
     for (auto& part : parts) {
       auto more = producers_of(part, part.device);
       deps.insert(deps.end(), more.begin(), more.end());
@@ -496,7 +493,7 @@ class Planner::Launch {
   // ranks: the partial of the right-hand rank of each pair is copied over (a transfer once
   // split) and reduced into the left-hand one's.
   Partial reduce_across_ranks() {
-    const ArrayMeta* a = reduced_->array;
+    const std::size_t elem_size = partial_size();
     const auto& rank_of = pl_.rank_of_device_;
     std::vector<std::vector<Partial>> by_rank;
     for (const Partial& part : device_level_) {
@@ -516,11 +513,11 @@ class Planner::Launch {
         }
         const Partial& left = level[i];
         const Partial& right = level[i + 1];
-        auto [ref, created] = new_temp(right.chunk.rect, left.device, a->elem_size);
+        auto [ref, created] = new_temp(right.chunk.rect, left.device, elem_size);
         std::vector<TaskId> deps = producers_of(right, right.device);
         deps.push_back(created);
         const TaskId moved = b_.add(
-            left.device, Copy{right.chunk, ref, right.chunk.rect, a->elem_size}, std::move(deps));
+            left.device, Copy{right.chunk, ref, right.chunk.rect, elem_size}, std::move(deps));
         users_[right.chunk.id].push_back(moved);
         to_delete_.emplace_back(ref.id, left.device);
         next.push_back(reduce_into({left, Partial{ref, left.device, moved}}, left.device));
@@ -528,6 +525,22 @@ class Planner::Launch {
       level.swap(next);
     }
     return level[0];
+  }
+
+  // A float32 partial of a 16-bit array rounded into a temporary of the array's dtype, on
+  // its device (so that what crosses devices and ranks after it is the array's elements);
+  // any other partial as it is.
+  Partial narrow(const Partial& part) {
+    const ArrayMeta* a = reduced_->array;
+    if (reduced_->dtype == a->dtype) return part;
+    auto [ref, created] = new_temp(part.chunk.rect, part.device, a->elem_size);
+    std::vector<TaskId> deps = producers_of(part, part.device);
+    deps.push_back(created);
+    const TaskId id =
+        b_.add(part.device, Narrow{part.chunk, ref, part.chunk.rect, a->dtype}, std::move(deps));
+    users_[part.chunk.id].push_back(id);
+    to_delete_.emplace_back(ref.id, part.device);
+    return Partial{ref, part.device, id};
   }
 
   // The elements reduced, the union of the superblocks' regions as disjoint boxes, are
@@ -579,6 +592,19 @@ class Planner::Launch {
   }
 
   // --- tasks the passes share -----------------------------------------------------------
+
+  std::size_t partial_size() const { return dtype_size(reduced_->dtype); }
+
+  // A reduction partial over `rect` on `device`, filled with the identity of the op: its
+  // temporary and the fill.
+  std::pair<ChunkRef, TaskId> new_identity_partial(const ReduceState& rs, const Rect& rect,
+                                                   int device) {
+    const std::size_t elem_size = dtype_size(rs.dtype);
+    auto [ref, created] = new_temp(rect, device, elem_size);
+    const TaskId filled =
+        b_.add(device, Fill{ref, rect, elem_size, reduce_identity(rs.op, rs.dtype)}, {created});
+    return {ref, filled};
+  }
 
   std::pair<ChunkRef, TaskId> new_temp(const Rect& rect, int device, std::size_t elem_size) {
     ChunkRef ref{pl_.next_chunk(), rect};

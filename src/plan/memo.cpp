@@ -30,7 +30,7 @@ void move_chunks(Payload& payload, ChunkId base, ChunkId by) {
           move_chunk(p.chunk, base, by);
         } else if constexpr (std::is_same_v<P, Fill>) {
           move_chunk(p.dst.id, base, by);
-        } else if constexpr (std::is_same_v<P, Copy>) {
+        } else if constexpr (std::is_same_v<P, Copy> || std::is_same_v<P, Narrow>) {
           move_chunk(p.src.id, base, by);
           move_chunk(p.dst.id, base, by);
         } else if constexpr (std::is_same_v<P, Reduce>) {

@@ -93,9 +93,14 @@ std::array<unsigned char, 16> reduce_identity(ReduceOp op, DType dtype) {
   return {};
 }
 
+DType partial_dtype(ReduceOp op, DType dtype) {
+  const bool half = dtype == DType::f16 || dtype == DType::bf16;
+  return half && (op == ReduceOp::add || op == ReduceOp::mul) ? DType::f32 : dtype;
+}
+
 const char* Task::kind() const {
-  static const char* names[] = {"create", "delete",  "fill",    "copy", "reduce", "write",
-                                "read",   "execute", "barrier", "send", "recv",   "recv-host"};
+  static const char* names[] = {"create",  "delete",  "fill", "copy", "reduce",    "write", "read",
+                                "execute", "barrier", "send", "recv", "recv-host", "narrow"};
   static_assert(std::size(names) == std::variant_size_v<Payload>);
   return names[payload.index()];
 }
@@ -125,7 +130,7 @@ void Task::chunk_uses(std::vector<ChunkAccess>& out) const {
         if constexpr (std::is_same_v<P, Fill> || std::is_same_v<P, HostWrite> ||
                       std::is_same_v<P, Recv>) {
           add_use(out, p.dst.id, true, p.region.contains(p.dst.rect));
-        } else if constexpr (std::is_same_v<P, Copy>) {
+        } else if constexpr (std::is_same_v<P, Copy> || std::is_same_v<P, Narrow>) {
           add_use(out, p.src.id, false, false);
           add_use(out, p.dst.id, true, p.region.contains(p.dst.rect));
         } else if constexpr (std::is_same_v<P, Reduce>) {

@@ -59,6 +59,13 @@ struct Reduce {
   annotation::ReduceOp op;
   DType dtype;
 };
+/// Rounds `region` of a float32 chunk into a chunk of the 16-bit float `dtype` (to nearest
+/// even): a 16-bit sum's or product's float32 partial, once, at the end (partial_dtype).
+struct Narrow {
+  ChunkRef src, dst;
+  Rect region;
+  DType dtype;
+};
 /// Writes host data (a box `data_rect` in row-major order) into `region` of a chunk.
 struct HostWrite {
   ChunkRef dst;
@@ -143,7 +150,7 @@ struct ChunkAccess {
 };
 
 using Payload = std::variant<CreateChunk, DeleteChunk, Fill, Copy, Reduce, HostWrite, ReadBack,
-                             Execute, Barrier, Send, Recv, RecvHost>;
+                             Execute, Barrier, Send, Recv, RecvHost, Narrow>;
 
 struct Task {
   TaskId id = 0;
@@ -191,5 +198,10 @@ struct Plan {
 /// The identity of `op` for `dtype`, as elem bytes (0 for +, 1 for *, the largest value for
 /// min, ...).
 std::array<unsigned char, 16> reduce_identity(annotation::ReduceOp op, DType dtype);
+
+/// The dtype of the partials of a reduction of a `dtype` array by `op`: float32 for a sum
+/// or product of float16 or bfloat16, so that it is rounded once (Narrow), not at every
+/// combine; the array's own dtype otherwise (min and max are exact in 16 bits).
+DType partial_dtype(annotation::ReduceOp op, DType dtype);
 
 }  // namespace gridspan::plan

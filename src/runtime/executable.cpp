@@ -17,6 +17,14 @@ namespace gridspan::runtime {
 
 namespace {
 
+// The dtype of the chunk a parameter's view maps: a reduce or atomic parameter's partial is
+// float32 for a sum or product of a 16-bit array (plan::partial_dtype), and its view tells
+// by the element size.
+DType mapped_dtype(const ParamInfo& param, const plan::ExecArg& arg) {
+  const bool partial = arg.mode == annotation::Mode::reduce || arg.mode == annotation::Mode::atomic;
+  return partial ? plan::partial_dtype(arg.op, param.dtype) : param.dtype;
+}
+
 // The ABI view of one superblock's arguments: `arrays[p]` and `scalars[p]` for each
 // parameter (both of params.size()).
 void frame_arguments(const std::vector<ParamInfo>& params, const plan::ExecFrame& frame,
@@ -35,7 +43,7 @@ void frame_arguments(const std::vector<ParamInfo>& params, const plan::ExecFrame
     a.rank = params[p].rank;
     a.mode = static_cast<int32_t>(arg.mode);
     a.op = static_cast<int32_t>(arg.op);
-    a.elem_size = static_cast<int32_t>(dtype_size(params[p].dtype));
+    a.elem_size = static_cast<int32_t>(dtype_size(mapped_dtype(params[p], arg)));
     for (int ax = 0; ax < 3; ++ax) {
       a.lo[ax] = arg.chunk.rect.lo[ax];
       a.extent[ax] = arg.chunk.rect.hi[ax] - arg.chunk.rect.lo[ax];

@@ -52,7 +52,8 @@ bool runs_on_device_alone(const Task& t) {
   return std::holds_alternative<plan::Execute>(t.payload) ||
          std::holds_alternative<plan::Copy>(t.payload) ||
          std::holds_alternative<plan::Fill>(t.payload) ||
-         std::holds_alternative<plan::Reduce>(t.payload);
+         std::holds_alternative<plan::Reduce>(t.payload) ||
+         std::holds_alternative<plan::Narrow>(t.payload);
 }
 
 // Copies between host and device that the host waits for go to the device's transfer
@@ -1049,6 +1050,8 @@ void Worker::run_payload(Node* node) {
           dev.fill(data(p.dst), p.dst.rect, p.dst.rect, identity.data(), elem);
           for (auto& src : p.srcs)
             dev.combine(data(p.dst), p.dst.rect, data(src), src.rect, p.op, p.dtype);
+        } else if constexpr (std::is_same_v<P, plan::Narrow>) {
+          dev.narrow(data(p.dst), p.dst.rect, data(p.src), p.src.rect, p.region, p.dtype);
         } else if constexpr (std::is_same_v<P, plan::HostWrite>) {
           dev.upload(data(p.dst), p.dst.rect, p.data->data(), p.data_rect, p.region, p.elem_size);
         } else if constexpr (std::is_same_v<P, plan::ReadBack>) {

@@ -75,6 +75,10 @@ class FakeDevice : public backend::Device {
                DType dtype) override {
     backend::combine_region(dst, dr, src, sr, op, dtype);
   }
+  void narrow(void* dst, const Rect& dr, const void* src, const Rect& sr, const Rect& region,
+              DType dtype) override {
+    backend::narrow_region(dst, dr, src, sr, region, dtype);
+  }
   void upload(void* dst, const Rect& dr, const void* host, const Rect& hr, const Rect& region,
               std::size_t elem) override {
     backend::copy_region(dst, dr, host, hr, region, elem);

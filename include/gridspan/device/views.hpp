@@ -88,6 +88,13 @@ template <class T>
 struct is_const<const T> {
   static constexpr bool value = true;
 };
+/// A 16-bit floating-point type (__half, __nv_bfloat16, gs::float16, gs::bfloat16): its
+/// sums and products reduce into float32 partials (View::reduce).
+template <class T>
+struct is_float16 {
+  static constexpr bool value =
+      sizeof(T) == 2 && !is_integer<typename remove_const<T>::type>::value;
+};
 /// Whether a View<From> converts to a View<To>: `To` may add const, and integers of one
 /// size and signedness (long and long long) are interchangeable.
 template <class From, class To>
@@ -308,6 +315,7 @@ class View {
     base_ = reinterpret_cast<T*>(o.base_);
     data_ = reinterpret_cast<T*>(o.data_);
     for (int a = 0; a < (N > 1 ? N - 1 : 1); ++a) stride_[a] = o.stride_[a];
+    wide_ = o.wide_;
     mode_ = o.mode_;
     op_ = o.op_;
 #if GRIDSPAN_CHECKED
@@ -332,6 +340,9 @@ class View {
     }
     if constexpr (N < 2) v.stride_[0] = 1;
     v.base_ = v.data_ - offset;
+    // A 16-bit sum's or product's partial is float32, so that it is rounded once, at the end.
+    v.wide_ =
+        is_float16<T>::value && a.elem_size == 4 ? static_cast<float*>(a.data) - offset : nullptr;
     v.mode_ = a.mode;
     v.op_ = a.op;
 #if GRIDSPAN_CHECKED
@@ -401,7 +412,8 @@ class View {
   // ---- reduce(op) / atomic(op) parameters: combine a contribution with the op declared
   // in the annotation. A reduce partial is private to the superblock: on the cpu backend its
   // blocks run on one thread, so it combines plainly; on a GPU, and for atomic parameters,
-  // contributions combine atomically.
+  // contributions combine atomically. The runtime's partials of a 16-bit sum or product are
+  // float32: a contribution is widened and added there, and the result rounded once.
   template <int M = N, detail::enable_if_t<M == 0> = 0>
   GRIDSPAN_HD void reduce(T value) const {
     reduce_at(value, 0, 0, 0);
@@ -427,6 +439,7 @@ class View {
   // Public so that View<const T> can be built from View<T>; not part of the interface.
   T* base_;  // data_ offset by -lo, so a global index addresses the chunk directly
   T* data_;
+  float* wide_;  // a float32 partial's base_ (a 16-bit sum or product), else null
   int64_t stride_[N > 1 ? N - 1 : 1];
   int32_t mode_;
   int32_t op_;
@@ -466,7 +479,18 @@ class View {
     return s;
   }
   GRIDSPAN_HD void reduce_at(T value, int64_t i, int64_t j, int64_t k) const {
-    T& target = at(i, j, k);
+    if constexpr (is_float16<T>::value) {
+      if (wide_) {
+#if GRIDSPAN_CHECKED
+        if (!check_access(check_, N, i, j, k)) return;
+#endif
+        return combine_into(wide_[offset(i, j, k)], static_cast<float>(value));
+      }
+    }
+    combine_into(at(i, j, k), value);
+  }
+  template <class E>
+  GRIDSPAN_HD void combine_into(E& target, E value) const {
 #ifdef __CUDACC__
     atomic_combine(op_, &target, value);
 #else

@@ -47,6 +47,8 @@ class CpuDevice final : public Device {
             std::size_t elem_size) override;
   void combine(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
                annotation::ReduceOp op, DType dtype) override;
+  void narrow(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+              const Rect& region, DType dtype) override;
   void upload(void* dst, const Rect& dst_rect, const void* host, const Rect& host_rect,
               const Rect& region, std::size_t elem_size) override;
   void download(void* host, const Rect& host_rect, const void* src, const Rect& src_rect,
@@ -129,6 +131,10 @@ class LaneDevice : public Device {
   void combine(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
                annotation::ReduceOp op, DType dtype) override {
     inner_.combine(dst, dst_rect, src, src_rect, op, dtype);
+  }
+  void narrow(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+              const Rect& region, DType dtype) override {
+    inner_.narrow(dst, dst_rect, src, src_rect, region, dtype);
   }
   void upload(void* dst, const Rect& dst_rect, const void* host, const Rect& host_rect,
               const Rect& region, std::size_t elem_size) override {

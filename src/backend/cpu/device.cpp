@@ -164,6 +164,11 @@ void CpuDevice::combine(void* dst, const Rect& dst_rect, const void* src, const 
   combine_region(dst, dst_rect, src, src_rect, op, dtype);
 }
 
+void CpuDevice::narrow(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+                       const Rect& region, DType dtype) {
+  narrow_region(dst, dst_rect, src, src_rect, region, dtype);
+}
+
 void CpuDevice::upload(void* dst, const Rect& dst_rect, const void* host, const Rect& host_rect,
                        const Rect& region, std::size_t elem_size) {
   copy_region(dst, dst_rect, host, host_rect, region, elem_size);
@@ -278,7 +283,7 @@ void CpuDevice::executor_loop() {
         task.done(error);
       } catch (const std::exception& e) {
         logging::write(LogLevel::error,
-                   fmt::format("{}: a completion callback threw: {}", name(), e.what()));
+                       fmt::format("{}: a completion callback threw: {}", name(), e.what()));
       } catch (...) {
         logging::write(LogLevel::error, fmt::format("{}: a completion callback threw", name()));
       }
@@ -369,7 +374,7 @@ void LaneDevice::run(Lane& lane) {
       w.done(error);
     } catch (const std::exception& e) {
       logging::write(LogLevel::error,
-                 fmt::format("{}: a completion callback threw: {}", name(), e.what()));
+                     fmt::format("{}: a completion callback threw: {}", name(), e.what()));
     }
     lock.lock();
   }

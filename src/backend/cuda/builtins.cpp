@@ -1,6 +1,7 @@
 // The cuda backend's own kernels, compiled by NVRTC like user kernels: box fills, box copies
-// (also from another GPU's memory over peer access) and the reductions that combine chunks.
-// The combines follow the cpu backend's arithmetic exactly (regions.cpp).
+// (also from another GPU's memory over peer access), the reductions that combine chunks and
+// the rounding of float32 partials to 16 bits. They follow the cpu backend's arithmetic
+// exactly (regions.cpp).
 #include <string>
 
 #include "backend/cuda/cuda.hpp"
@@ -120,6 +121,13 @@ GS_ARITH(float64, double)
   GS_COMBINE16(TAG, min, MIN, TOF, FROMF) GS_COMBINE16(TAG, max, MAX, TOF, FROMF)
 GS_HALF(float16, f16_to_f32, f32_to_f16)
 GS_HALF(bfloat16, bf16_to_f32, f32_to_bf16)
+
+#define GS_NARROW(TAG, FROMF)                                                                     \
+  extern "C" __global__ void gs_narrow_##TAG(unsigned short* dst, const float* src, GsBox b) {   \
+    for_box(b, [&](long long d, long long s) { dst[d] = FROMF(src[s]); });                        \
+  }
+GS_NARROW(float16, f32_to_f16)
+GS_NARROW(bfloat16, f32_to_bf16)
 )gs";
 }
 

@@ -735,6 +735,8 @@ void CudaDevice::load_builtins(const std::string& cubin) {
       if (!bitwise || !dtype_is_float(t))
         combine_[{t, op}] = get(fmt::format("gs_combine_{}_{}", dtype_name(t), op_tag(op)));
     }
+  narrow_f16_ = get("gs_narrow_" + dtype_name(DType::f16));
+  narrow_bf16_ = get("gs_narrow_" + dtype_name(DType::bf16));
 }
 
 CUfunction CudaDevice::sized_builtin(const CUfunction (&table)[5], std::size_t elem,
@@ -900,6 +902,21 @@ void CudaDevice::combine(void* dst, const Rect& dst_rect, const void* src, const
     if (r.ok()) r = w;
   }
   r.check(name_);
+}
+
+void CudaDevice::narrow(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+                        const Rect& region, DType dtype) {
+  CUstream s = current_stream("a rounding to 16 bits");
+  if (region.empty()) return;
+  if (dtype != DType::f16 && dtype != DType::bf16)
+    throw Error(fmt::format("internal error: narrowing float32 to {}", dtype_name(dtype)));
+  CUfunction f = dtype == DType::f16 ? narrow_f16_ : narrow_bf16_;
+  GsBox box = make_box(dst_rect, src_rect, region);
+  void* dp = dst;
+  const void* sp = src;
+  void* params[] = {&dp, &sp, &box};
+  const unsigned grid = unsigned(std::min<int64_t>((volume(box) + 255) / 256, 65535));
+  GRIDSPAN_CHECK_CU(api_.cuLaunchKernel(f, grid, 1, 1, 256, 1, 1, 0, s, params, nullptr), name_);
 }
 
 // Another process of this node copies from a GPU's memory through CUDA IPC: the handle of

@@ -69,6 +69,8 @@ class CudaDevice final : public Device {
             std::size_t elem_size) override;
   void combine(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
                annotation::ReduceOp op, DType dtype) override;
+  void narrow(void* dst, const Rect& dst_rect, const void* src, const Rect& src_rect,
+              const Rect& region, DType dtype) override;
   void upload(void* dst, const Rect& dst_rect, const void* host, const Rect& host_rect,
               const Rect& region, std::size_t elem_size) override;
   void download(void* host, const Rect& host_rect, const void* src, const Rect& src_rect,
@@ -206,6 +208,7 @@ class CudaDevice final : public Device {
   Module builtins_;
   CUfunction copy_[5] = {}, fill_[5] = {};  // by element size 1, 2, 4, 8, 16
   std::map<std::pair<DType, annotation::ReduceOp>, CUfunction> combine_;
+  CUfunction narrow_f16_ = nullptr, narrow_bf16_ = nullptr;  // gs_narrow_<dtype_name>
   std::atomic<std::size_t> allocated_{0};
   // Other processes' memory opened here (CUDA IPC), by handle, while copies use it. Closed
   // as soon as none does: the lender may free it once its Send ends, and freeing memory
