@@ -171,6 +171,36 @@ TEST(CudaCompile, BuiltinsHaveEveryKernelTheDeviceLooksUp) {
     EXPECT_TRUE(has("gs_fill_" + std::to_string(bytes))) << bytes;
     EXPECT_TRUE(has("gs_copy_" + std::to_string(bytes))) << bytes;
   }
+  for (DType t : {DType::f16, DType::bf16})
+    EXPECT_TRUE(has("gs_narrow_" + dtype_name(t))) << dtype_name(t);
+  std::filesystem::remove_all(cache);
+}
+
+// Reductions of float16 and bfloat16, which views combine into float32 partials (atomicAdd
+// on floats) or, for min and max, into 16-bit ones, compile plain and checked.
+TEST(CudaCompile, SixteenBitReductionsCompile) {
+  const std::string cache = fresh_cache("half");
+  KernelSource k;
+  k.name = "sums";
+  k.file = "sums.cu";
+  k.source = R"(
+__device__ void sums(dim3 blockIdx, gridspan::Scalar<__half> h,
+                     gridspan::Vector<__nv_bfloat16> b) {
+  h.reduce(__float2half(1.0f));
+  b.reduce(threadIdx.x, __float2bfloat16(0.5f));
+}
+)";
+  k.params = {array_param("h", 0, DType::f16), array_param("b", 1, DType::bf16)};
+  for (bool checked : {false, true}) {
+    k.checked = checked;
+    try {
+      EXPECT_TRUE(is_elf(cuda::compile_cubin(k, 90, cache))) << "checked " << checked;
+    } catch (const CompileError& e) {
+      if (std::string(e.what()).find("NVRTC could not be loaded") != std::string::npos)
+        GTEST_SKIP() << e.what();
+      throw;
+    }
+  }
   std::filesystem::remove_all(cache);
 }
 

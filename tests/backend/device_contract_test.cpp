@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <future>
 #include <memory>
@@ -180,6 +181,42 @@ TEST_P(Contract, RegionOperationsMatchTheHost) {
     dev->deallocate(da, na * 4);
     dev->deallocate(db, nb * 4);
   }
+}
+
+// Rounding float32 into float16 and bfloat16 (the end of a 16-bit sum's partials): random
+// regions between boxes of different shapes give what the host gives, which rounds each
+// element to nearest even (ties, subnormals, overflow to infinity and infinities included).
+TEST_P(Contract, NarrowRoundsLikeTheHost) {
+  auto g = rng(93);
+  const Rect src_box(2, {0, 0, 0}, {9, 40, 1}), dst_box(2, {3, 5, 0}, {12, 33, 1});
+  const Rect common = src_box.intersect(dst_box);
+  const float specials[] = {
+      1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 2049.0f, 65520.0f, 1e6f, -1e-7f, 0x1p-24f,
+      INFINITY,        -INFINITY,           40000.0f};
+  std::uniform_real_distribution<float> any(-70000.0f, 70000.0f);
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    std::vector<float> src(src_box.volume());
+    for (std::size_t i = 0; i < src.size(); ++i)
+      src[i] = i < std::size(specials) ? specials[i] : g() % 2 ? any(g) : any(g) * 0x1p-20f;
+    std::vector<uint16_t> want = random_vector<uint16_t>(dst_box.volume(), g);
+    void* ds = upload_all(src);
+    void* dd = upload_all(want);
+    const Rect region = random_box(common, g);
+    run([&] { dev->narrow(dd, dst_box, ds, src_box, region, dtype); });
+    backend::narrow_region(want.data(), dst_box, src.data(), src_box, region, dtype);
+    EXPECT_EQ(download_all<uint16_t>(dd, want.size()), want) << dtype_name(dtype);
+    dev->deallocate(ds, src.size() * 4);
+    dev->deallocate(dd, want.size() * 2);
+  }
+  // The host's rounding itself, on the specials.
+  std::vector<uint16_t> h(std::size(specials)), b(std::size(specials));
+  const Rect row(1, {0, 0, 0}, {int64_t(std::size(specials)), 1, 1});
+  backend::narrow_region(h.data(), row, specials, row, row, DType::f16);
+  backend::narrow_region(b.data(), row, specials, row, row, DType::bf16);
+  EXPECT_EQ(h, (std::vector<uint16_t>{0x3C00, 0x3C02, 0x6800, 0x7C00, 0x7C00, 0x8002, 0x0001,
+                                      0x7C00, 0xFC00, 0x78E2}));
+  EXPECT_EQ(b, (std::vector<uint16_t>{0x3F80, 0x3F80, 0x4500, 0x4780, 0x4974, 0xB3D7, 0x3380,
+                                      0x7F80, 0xFF80, 0x471C}));
 }
 
 // Works that each depend on the one before (its ticket) run in that order on an

@@ -116,6 +116,10 @@ Task random_task(std::mt19937_64& g, std::size_t kind, const Kernels& k) {
       t.payload = e;
       break;
     }
+    case 12:
+      t.payload = plan::Narrow{random_chunk(g), random_chunk(g), random_rect(g),
+                               g() % 2 ? DType::f16 : DType::bf16};
+      break;
     case 9:
       t.payload = plan::Send{random_chunk(g), random_rect(g), 1 + g() % 16, int(g() % 64), g(),
                              g() % 2 == 0};
@@ -163,6 +167,11 @@ void expect_same(const Task& a, const Task& b) {
           ASSERT_EQ(p.srcs.size(), q.srcs.size());
           for (std::size_t i = 0; i < p.srcs.size(); ++i) expect_same(p.srcs[i], q.srcs[i]);
           EXPECT_EQ(p.op, q.op);
+          EXPECT_EQ(p.dtype, q.dtype);
+        } else if constexpr (std::is_same_v<P, plan::Narrow>) {
+          expect_same(p.src, q.src);
+          expect_same(p.dst, q.dst);
+          EXPECT_EQ(p.region, q.region);
           EXPECT_EQ(p.dtype, q.dtype);
         } else if constexpr (std::is_same_v<P, plan::HostWrite>) {
           expect_same(p.dst, q.dst);
@@ -236,7 +245,8 @@ TEST(Wire, MalformedMessagesAreNetErrors) {
   auto g = test::rng(42);
   Kernels k;
   std::vector<Task> tasks;
-  for (std::size_t kind : {0, 1, 2, 3, 4, 5, 7, 8, 9, 10}) tasks.push_back(random_task(g, kind, k));
+  for (std::size_t kind : {0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 12})
+    tasks.push_back(random_task(g, kind, k));
   const auto bytes = encode_tasks(tasks, k.id_of());
   // Cut short anywhere: an error, never a crash or a task made of garbage.
   for (std::size_t n = 0; n < bytes.size(); ++n)

@@ -32,12 +32,12 @@ struct Fixture {
         ann(annotation::Annotation::parse(text, params, {})) {}
 
   uint64_t arrays = 0;
-  ArrayMeta array(const Dim& shape, const DataDistribution& dist) {
+  ArrayMeta array(const Dim& shape, const DataDistribution& dist, DType dtype = DType::f32) {
     ArrayMeta m;
     m.id = ++arrays;
     m.shape = shape;
-    m.dtype = DType::f32;
-    m.elem_size = 4;
+    m.dtype = dtype;
+    m.elem_size = dtype_size(dtype);
     for (auto& c : dist.chunks(shape, devices))
       m.chunks.push_back({0, c.region, c.owned, c.device});
     planner.assign_chunk_ids(m);
@@ -135,6 +135,9 @@ TEST(Task, AChunkWrittenWholeIsDiscarded) {
   EXPECT_FALSE(uses_of(Copy{b, a, whole, 4})[0].discard);            // the source: read
   EXPECT_FALSE(discards(Copy{ChunkRef{1, whole}, a, whole, 4}, 1));  // reads it too
   EXPECT_TRUE(discards(Reduce{a, {b}, annotation::ReduceOp::add, DType::f32}, 1));
+  EXPECT_TRUE(discards(Narrow{b, a, whole, DType::f16}, 1));
+  EXPECT_FALSE(discards(Narrow{b, a, part, DType::f16}, 1));
+  EXPECT_FALSE(uses_of(Narrow{b, a, whole, DType::bf16})[0].write);  // the source: read
 }
 
 // The same through `overwrite`: the written temporaries are not assembled (the kernel
@@ -330,6 +333,62 @@ TEST(Planner, ReductionTreesBoundTheInputsOfEveryReduceTask) {
   EXPECT_EQ(count(p, "create"), count(p, "delete"));
 }
 
+std::string describe(const Plan& p);
+
+// The partials of a float16 or bfloat16 sum or product are float32 (filled, reduced and
+// moved as such) and one Narrow rounds the last of them into the array's dtype, which the
+// copies into the array's chunks take; a min or max, and other dtypes, keep the array's.
+TEST(Planner, SixteenBitSumsReduceFloat32PartialsRoundedOnce) {
+  ParamInfo s = vec("s");
+  s.rank = 0;
+  struct Case {
+    const char* rule;
+    DType dtype, partial;
+  };
+  for (const Case& c :
+       {Case{"reduce(+)", DType::f16, DType::f32}, Case{"reduce(*)", DType::bf16, DType::f32},
+        Case{"atomic(+)", DType::bf16, DType::f32}, Case{"atomic(*)", DType::f16, DType::f32},
+        Case{"reduce(max)", DType::f16, DType::f16}, Case{"atomic(min)", DType::bf16, DType::bf16},
+        Case{"reduce(+)", DType::f32, DType::f32}, Case{"reduce(+)", DType::i16, DType::i16}}) {
+    SCOPED_TRACE(fmt::format("{} of {}", c.rule, dtype_name(c.dtype)));
+    Fixture f(2, {vec("in", true), s}, fmt::format("global i => read in[i], {} s", c.rule));
+    auto in = f.array({800}, dist::rows(100));
+    auto out = f.array({}, dist::replicated(), c.dtype);
+    Plan p = f.launch({800}, {100}, work::tiles({100}), {&in, &out});
+    const bool wide = c.partial != c.dtype;
+    const annotation::ReduceOp op = f.ann.modes()[1].op;
+    std::set<ChunkId> narrowed;
+    for (const Task& t : p.tasks) {
+      if (auto* fill = std::get_if<Fill>(&t.payload)) {
+        EXPECT_EQ(fill->elem_size, dtype_size(c.partial));
+        EXPECT_EQ(fill->value, reduce_identity(op, c.partial));
+      } else if (auto* r = std::get_if<Reduce>(&t.payload)) {
+        EXPECT_EQ(r->dtype, c.partial);
+      } else if (auto* n = std::get_if<Narrow>(&t.payload)) {
+        EXPECT_EQ(n->dtype, c.dtype);
+        narrowed.insert(n->dst.id);
+      } else if (auto* copy = std::get_if<Copy>(&t.payload)) {
+        // Into each of the two replicas, from the rounded result.
+        EXPECT_EQ(copy->elem_size, dtype_size(c.dtype));
+        EXPECT_EQ(narrowed.count(copy->src.id), wide ? 1u : 0u);
+      }
+    }
+    EXPECT_EQ(count(p, "narrow"), wide ? 1 : 0);
+    EXPECT_EQ(count(p, "copy"), 2);
+    EXPECT_EQ(count(p, "create"), count(p, "delete"));
+    // A repeat comes from the memo (its temporaries renumbered), as planned afresh.
+    Fixture fresh(2, f.params, fmt::format("global i => read in[i], {} s", c.rule));
+    fresh.planner.set_memoize(false);
+    auto in2 = fresh.array({800}, dist::rows(100));
+    auto out2 = fresh.array({}, dist::replicated(), c.dtype);
+    fresh.launch({800}, {100}, work::tiles({100}), {&in2, &out2});
+    const Plan again = f.launch({800}, {100}, work::tiles({100}), {&in, &out});
+    EXPECT_EQ(f.planner.memo_hits(), 1u);
+    EXPECT_EQ(describe(again),
+              describe(fresh.launch({800}, {100}, work::tiles({100}), {&in2, &out2})));
+  }
+}
+
 TEST(Planner, ReplicatedWritesUpdateEveryReplica) {
   Fixture f(3, {vec("out"), vec("in", true)}, "global i => write out[i], read in[i]");
   auto out = f.array({90}, dist::replicated());
@@ -364,6 +423,8 @@ std::string describe(const Plan& p) {
             s += " " + ref(x.dst) + " <-";
             for (auto& src : x.srcs) s += " " + ref(src);
           }
+          if constexpr (std::is_same_v<X, Narrow>)
+            s += fmt::format(" {} -> {} {}", ref(x.src), ref(x.dst), dtype_name(x.dtype));
           if constexpr (std::is_same_v<X, Execute>) {
             s += " blocks " + x.blocks.str();
             for (auto& a : x.arrays)
