@@ -304,6 +304,14 @@ void KernelExecutable::run_checked(const plan::ExecFrame& frame, GsLaunch& launc
     const plan::Execute& ex = frame.exec;
     const std::size_t p = static_cast<std::size_t>(check.param);
     const Point idx{check.index[0], check.index[1], check.index[2]};
+    if (check.kind == GS_CHECK_RAW_PARTIAL)
+      throw AccessError(fmt::format(
+          "kernel `{}` accessed `{}[{}]` directly, but `{}` is a {} {} array whose partial "
+          "adds up in float32 (rounded once, at the end): contribute with `{}.reduce(..., "
+          "value)` instead of reading, writing or CUDA atomics on its elements",
+          src_.name, src_.params[p].name, index_text(src_.params[p].rank, idx), src_.params[p].name,
+          dtype_name(src_.params[p].dtype), annotation::mode_name(ex.arrays[p].mode),
+          src_.params[p].name));
     throw AccessError(fmt::format(
         "kernel `{}` accessed `{}[{}]` outside its declared access region {} ({}) in the "
         "superblock of blocks {}; fix the annotation or guard the access in the kernel",

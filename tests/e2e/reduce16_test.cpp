@@ -121,6 +121,28 @@ TEST(Reduce16, RandomSumsAndProductsAreRoundedOnce) {
   }
 }
 
+// In checked mode a kernel that touches an element of a 16-bit sum's float32 partial
+// directly (here a CUDA-style atomic on &h[i]) is an AccessError naming it; unchecked, it
+// would write 16-bit values into float storage.
+TEST(Reduce16, CheckedModeRefusesRawAccessToAFloat32Partial) {
+  const char* raw = R"(
+__device__ void raw(dim3 blockIdx, int n, gridspan::Vector<__half> h) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) h[i] = __half(1.0f);
+}
+)";
+  for (const char* mode : {"reduce", "atomic"}) {
+    gs::Context ctx(config(2));
+    auto k = ctx.compile(gs::KernelDef::from_source(raw, "raw")
+                             .annotate(fmt::format("global i => {}(+) h[i]", mode))
+                             .checked());
+    auto h = ctx.zeros<gs::float16>({64}, gs::dist::rows(32));
+    k.launch({64}, {32}, gs::work::tiles({32}), 64, h);
+    expect_error<gs::AccessError>([&] { ctx.synchronize(); },
+                                  {"raw", "accessed `h[", "float32", "h.reduce(", mode});
+  }
+}
+
 // A native function's views get the float32 partial too (host code: gs::float16).
 gs::NativeDef count_native() {
   gs::NativeDef def = gs::NativeDef::from_function(

@@ -41,11 +41,18 @@ typedef struct GsArrayArg {
   int32_t elem_size;
 } GsArrayArg;
 
-/* Set by views in checked mode at the first out-of-region access. */
+/* What a checked view found wrong at the first bad access. */
+enum GsCheckKind {
+  GS_CHECK_OUTSIDE = 0,    /* outside the declared access region */
+  GS_CHECK_RAW_PARTIAL = 1 /* an element of a float32 partial of a 16-bit array, not .reduce */
+};
+
+/* Set by views in checked mode at the first bad access. */
 typedef struct GsCheckState {
   int32_t violated;
   int32_t param;
   int64_t index[3];
+  int32_t kind; /* GsCheckKind */
 } GsCheckState;
 
 /* One superblock of one launch. */

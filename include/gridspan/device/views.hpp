@@ -218,6 +218,7 @@ struct CheckInfo {
   int64_t lo[3];
   int64_t hi[3];
   int32_t param;
+  int32_t wide;  // a float32 partial of a 16-bit array: only .reduce may touch it
 };
 
 // Where an out-of-region access goes instead, so the kernel continues without harm. On the
@@ -239,12 +240,13 @@ GRIDSPAN_HD T& scratch() {
 
 /// True when (i0, i1, i2) lies in the region on the view's first `rank` axes (a 0-d view
 /// uses axis 0 with index 0: its region is [0, 1) when it may be accessed).
-GRIDSPAN_HD bool check_access(const CheckInfo& c, int rank, int64_t i0, int64_t i1, int64_t i2) {
+GRIDSPAN_HD bool check_access(const CheckInfo& c, int rank, int64_t i0, int64_t i1, int64_t i2,
+                              bool reducing = false) {
   const int64_t idx[3] = {i0, i1, i2};
   const int axes = rank == 0 ? 1 : rank;
-  bool ok = true;
-  for (int a = 0; a < axes; ++a) ok = ok && idx[a] >= c.lo[a] && idx[a] < c.hi[a];
-  if (ok) return true;
+  bool inside = true;
+  for (int a = 0; a < axes; ++a) inside = inside && idx[a] >= c.lo[a] && idx[a] < c.hi[a];
+  if (inside && (reducing || !c.wide)) return true;
   if (c.state) {
 #ifdef __CUDACC__
     const bool first = atomicCAS(&c.state->violated, 0, 1) == 0;
@@ -254,6 +256,7 @@ GRIDSPAN_HD bool check_access(const CheckInfo& c, int rank, int64_t i0, int64_t 
                                                    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 #endif
     if (first) {
+      c.state->kind = inside ? GS_CHECK_RAW_PARTIAL : GS_CHECK_OUTSIDE;
       c.state->param = c.param;
       c.state->index[0] = i0;
       c.state->index[1] = i1;
@@ -348,6 +351,7 @@ class View {
 #if GRIDSPAN_CHECKED
     v.check_.state = state;
     v.check_.param = param;
+    v.check_.wide = v.wide_ != nullptr;
     for (int ax = 0; ax < 3; ++ax) {
       v.check_.lo[ax] = a.region_lo[ax];
       v.check_.hi[ax] = a.region_hi[ax];
@@ -482,7 +486,7 @@ class View {
     if constexpr (is_float16<T>::value) {
       if (wide_) {
 #if GRIDSPAN_CHECKED
-        if (!check_access(check_, N, i, j, k)) return;
+        if (!check_access(check_, N, i, j, k, true)) return;
 #endif
         return combine_into(wide_[offset(i, j, k)], static_cast<float>(value));
       }
