@@ -80,7 +80,9 @@ class Device {
   virtual void wait_queued() {}
   /// For a host thread about to wait: works submitted here that the device has not begun
   /// yet (a GPU whose launch thread has not queued them) are begun on the calling thread,
-  /// whose caches hold them, instead of being handed over. The default does nothing.
+  /// whose caches hold them, instead of being handed over; called at every host wait, even
+  /// for finished work, so that the device learns that its host waits (a GPU then queues
+  /// the next work for an idle GPU on the submitting thread). The default does nothing.
   virtual void flush() {}
   /// A host thread waits for work queued here from begin_wait to end_wait (calls nest, from
   /// any thread): an asynchronous device that looks for finished works only now and then

@@ -302,9 +302,10 @@ void Worker::drop_finished(std::vector<TaskId>& ids) const {
 void Worker::wait(TaskId id) {
   std::unique_lock<AdaptiveMutex> lock(mutex_);
   recycle_finished();
+  if (any_asynchronous_)
+    flush_devices(lock);  // even for a finished task: devices learn of the wait
   if (pending_.count(id)) {
     WaitingOnDevices waiting(devices_);
-    if (any_asynchronous_) flush_devices(lock);
     watch_on_device(id, lock);
     if (pending_.count(id)) {
       ++stats_.waits_slept;
@@ -368,6 +369,7 @@ void Worker::watch(std::unique_lock<AdaptiveMutex>& lock, Unfinished&& unfinishe
 
 void Worker::wait_all() {
   std::unique_lock<AdaptiveMutex> lock(mutex_);
+  if (any_asynchronous_) flush_devices(lock);
   if (!pending_.empty()) {
     WaitingOnDevices waiting(devices_);
     wait_on_devices(lock);

@@ -442,6 +442,45 @@ TEST_P(Contract, AWorkForAnIdleDeviceIsQueuedByItsSubmitter) {
   release(t);
 }
 
+// Launches in a stream (no host wait between them) go to the launch thread even when the GPU
+// has run dry; after a host wait (flush) the next work for the idle GPU is queued by its
+// submitter. Each round: a work queued at once hands a second to the launch thread (which
+// then naps for a millisecond); both reported, a third goes without a wait before it, and a
+// fourth after one. The third can only find the launch thread asleep when its round took
+// over a millisecond (a loaded machine), so one round of five must show it.
+TEST_P(Contract, LaunchesInAStreamGoToTheLaunchThreadEvenForAnIdleGpu) {
+  if (GetParam() != "cuda") GTEST_SKIP() << "a launch thread queuing works for an idle device";
+  const auto me = std::this_thread::get_id();
+  int streamed = 0;
+  for (int round = 0; round < 5; ++round) {
+    std::vector<std::thread::id> by(4);
+    Reports reports(4);
+    dev->flush();  // a host wait: the first is queued at once
+    submit_after(
+        0,
+        [&] {
+          by[0] = std::this_thread::get_id();
+          submit_after(
+              0, [&] { by[1] = std::this_thread::get_id(); }, reports.of(1));
+        },
+        reports.of(0));
+    for (int k : {0, 1}) EXPECT_EQ(reports.got[k].get(), nullptr);
+    submit_after(
+        0, [&] { by[2] = std::this_thread::get_id(); }, reports.of(2));
+    EXPECT_EQ(reports.got[2].get(), nullptr);
+    dev->flush();
+    submit_after(
+        0, [&] { by[3] = std::this_thread::get_id(); }, reports.of(3));
+    EXPECT_EQ(reports.got[3].get(), nullptr);
+    EXPECT_EQ(by[0], me);
+    EXPECT_NE(by[1], me);
+    EXPECT_EQ(by[3], me) << "after a host wait the submitter queues the work for an idle GPU";
+    streamed += by[2] != me;
+  }
+  EXPECT_GT(streamed, 0) << "a work submitted without a host wait before it was queued by "
+                            "its submitter in every round";
+}
+
 // A work submitted while the GPU is busy but the launch thread sleeps (nothing was submitted
 // for over a millisecond: a launch's kernel behind its fill) is queued by its submitter, since
 // waking the thread would cost it tens of microseconds. The thread is roused meanwhile: once it

@@ -152,6 +152,11 @@ CudaDevice::CudaDevice(const DriverApi& api, int index, int ordinal,
 }
 
 CudaDevice::~CudaDevice() {
+  logging::debug(
+      "{}: works queued at once {}, by the launch thread {}, by waiters {}; launch "
+      "thread woken {} times",
+      name_, counts_.at_once.load(), counts_.by_launcher.load(), counts_.by_waiter.load(),
+      counts_.wakes.load());
   if (launcher_) {  // it queues what was submitted before it stops
     {
       std::lock_guard lock(launcher_->mutex);
@@ -394,10 +399,13 @@ Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
                                      std::function<void(std::exception_ptr)> done,
                                      const std::vector<Ticket>& after) {
   // Queued here: without a launch thread, or holding its `queuing` (queue_at_once).
-  if (!launcher_ || queue_at_once()) {
+  const bool waited =
+      launcher_ && launcher_->host_waited.exchange(false, std::memory_order_acq_rel);
+  if (!launcher_ || queue_at_once(waited)) {
     std::unique_lock<std::mutex> turn;
     if (launcher_) turn = std::unique_lock(launcher_->queuing, std::adopt_lock);
     const Ticket ticket = last_ticket_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (launcher_) counts_.at_once.fetch_add(1, std::memory_order_relaxed);
     queue_work(queue, work, done, after, ticket);
     return ticket;
   }
@@ -417,21 +425,28 @@ Device::Ticket CudaDevice::submit_on(Queue queue, std::function<void()> work,
     l.unqueued.fetch_add(1, std::memory_order_release);
     wake = l.idle == Launcher::Idle::asleep || (l.idle == Launcher::Idle::napping && l.count > 1);
   }
-  if (wake) l.cv.notify_one();
+  if (wake) {
+    counts_.wakes.fetch_add(1, std::memory_order_relaxed);
+    l.cv.notify_one();
+  }
   return ticket;
 }
 
 // A work for an idle device (GRIDSPAN_LAUNCH_IDLE_DIRECT: nothing on its streams, nothing
-// waiting to be queued, nobody queuing) has nothing to overlap with the hand-over to the
-// launch thread: the submitting thread queues it itself (true: the caller holds `queuing`),
-// so that a host thread that waits for it next finds it running already. So does a work
-// that finds the launch thread asleep (a launch's kernel behind its fill, after a pause of
-// more than a millisecond): waking it would cost the work tens of microseconds, queuing it
-// a few; the launch thread is roused meanwhile and takes the works once it is up. A work
-// it names in `after` was submitted before, so it is queued.
-bool CudaDevice::queue_at_once() {
+// waiting to be queued, nobody queuing) that a host thread has waited for since the last
+// submit has nothing to overlap with the hand-over to the launch thread: the submitting
+// thread queues it itself (true: the caller holds `queuing`), so that a host thread that
+// waits for it next finds it running already. So does a work that finds the launch thread
+// asleep (a launch's kernel behind its fill, after a pause of more than a millisecond):
+// waking it would cost the work tens of microseconds, queuing it a few; the launch thread is
+// roused meanwhile and takes the works once it is up. A work it names in `after` was
+// submitted before, so it is queued. Launches in a stream (no wait since the last) go to the
+// launch thread even when the GPU has run dry: queuing them here made a host that was slower
+// than the GPU slower still (the driver's calls on its own thread), a state it then stayed in.
+bool CudaDevice::queue_at_once(bool host_waited) {
   Launcher& l = *launcher_;
   if (!idle_direct_ || l.unqueued.load(std::memory_order_acquire) > 0) return false;
+  if (!host_waited && !launcher_down()) return false;  // launches in a stream
   const bool busy = active_.load(std::memory_order_acquire) > 0;
   if (busy && !launcher_down()) return false;
   if (!l.queuing.try_lock()) return false;
@@ -485,18 +500,18 @@ void CudaDevice::launch_loop() {
       l.idle = Launcher::Idle::busy;
       if (l.count == 0) return;  // stopping, and everything submitted is queued
     }
-    queue_submitted();
+    counts_.by_launcher.fetch_add(queue_submitted(), std::memory_order_relaxed);
   }
 }
 
 // Queues every work submitted so far, in turn, once it has the turn (`queuing`). Whoever
 // waits for the turn looks again and yields meanwhile: a thread asleep on the mutex would
 // cost the one that lets it go a wake-up, and a waiting host thread its own.
-void CudaDevice::queue_submitted() {
+std::size_t CudaDevice::queue_submitted() {
   Launcher& l = *launcher_;
   std::unique_lock queuing(l.queuing, std::try_to_lock);
   while (!queuing) {
-    if (l.unqueued.load(std::memory_order_acquire) == 0) return;  // the other one queued them
+    if (l.unqueued.load(std::memory_order_acquire) == 0) return 0;  // the other one queued them
     std::this_thread::yield();
     queuing.try_lock();
   }
@@ -513,12 +528,15 @@ void CudaDevice::queue_submitted() {
     s.done = nullptr;
     l.unqueued.fetch_sub(1, std::memory_order_release);
   }
+  return n;
 }
 
 // A host thread about to wait queues what the launch thread has not taken yet itself: the
 // works' data are in its caches, and the hand-over costs the wait microseconds.
 void CudaDevice::flush() {
-  if (launcher_ && launcher_->unqueued.load(std::memory_order_acquire) > 0) queue_submitted();
+  if (launcher_) launcher_->host_waited.store(true, std::memory_order_release);
+  if (launcher_ && launcher_->unqueued.load(std::memory_order_acquire) > 0)
+    counts_.by_waiter.fetch_add(queue_submitted(), std::memory_order_relaxed);
 }
 
 void CudaDevice::queue_work(Queue queue, std::function<void()>& work,

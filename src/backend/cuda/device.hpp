@@ -136,6 +136,7 @@ class CudaDevice final : public Device {
     std::vector<Submission> slots;  // [0, count) wait to be queued
     std::size_t count = 0;
     std::atomic<std::size_t> unqueued{0};  // submitted, not yet on a stream
+    std::atomic<bool> host_waited{true};   // a host thread waited (flush) since the last submit
     // napping: woken when two works wait; asleep: by any; roused: woken by a submitter
     // that queued a work itself meanwhile (queue_at_once), not yet up. Written under
     // `mutex`; queue_at_once reads it without.
@@ -149,10 +150,10 @@ class CudaDevice final : public Device {
     std::thread thread;
   };
   void launch_loop();
-  void queue_submitted();      // what was submitted so far, on the calling thread
-  bool queue_at_once();        // whether a submit now queues its work itself (idle_direct)
-  bool launcher_down() const;  // the launch thread sleeps, or is roused and not yet up
-  void rouse_launcher();       // a sleeping launch thread gets up to nap (for what follows)
+  std::size_t queue_submitted();    // what was submitted so far, on the calling thread: how many
+  bool queue_at_once(bool waited);  // whether a submit now queues its work itself (idle_direct)
+  bool launcher_down() const;       // the launch thread sleeps, or is roused and not yet up
+  void rouse_launcher();            // a sleeping launch thread gets up to nap (for what follows)
   // Queues one work on a lane's stream with its event, and hands it to the lane's
   // completion thread (on the launch thread, or the submitting thread without one).
   void queue_work(Queue queue, std::function<void()>& work,
@@ -189,7 +190,13 @@ class CudaDevice final : public Device {
   const bool idle_direct_;
   std::atomic<int64_t> active_{0};      // works begun on the streams and not yet reported
   std::unique_ptr<Launcher> launcher_;  // null: the submitting thread queues the works
-  std::atomic<int> waiters_{0};         // host threads between begin_wait and end_wait
+  // Who queued the works, logged at debug when the device goes: the submitting thread at
+  // once (queue_at_once), the launch thread, or a host thread about to wait (flush); and how
+  // often a submit woke the launch thread.
+  struct QueueCounts {
+    std::atomic<uint64_t> at_once{0}, by_launcher{0}, by_waiter{0}, wakes{0};
+  } counts_;
+  std::atomic<int> waiters_{0};  // host threads between begin_wait and end_wait
   Stream to_host_, from_host_;
   AdaptiveMutex events_mutex_;
   std::vector<Event> events_;  // finished works' events, for the next
