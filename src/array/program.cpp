@@ -402,7 +402,12 @@ std::string op_expr(EwOp op, const std::vector<std::string>& a, DType as) {
       {int(EwOp::ceil), "ew::ceil"},
       {int(EwOp::rint), "ew::rint"},
       {int(EwOp::round), "ew::round"},
-      {int(EwOp::erf), "ew::erf"}};
+      {int(EwOp::erf), "ew::erf"},
+      {int(EwOp::gelu), "ew::gelu"},
+      {int(EwOp::gelu_tanh), "ew::gelu_tanh"},
+      {int(EwOp::silu), "ew::silu"},
+      {int(EwOp::sigmoid), "ew::sigmoid"},
+      {int(EwOp::softplus), "ew::softplus"}};
   return call(functions.at(int(op)), a);
 }
 

@@ -250,7 +250,8 @@ __device__ T ew_floats(T x, T y, T z) {
          ew::rint(x) + ew::round(x) + ew::abs(x) + ew::sign(x) + ew::pow(x, y) +
          ew::atan2(x, y) + ew::hypot(x, y) + ew::maximum(x, y) + ew::minimum(x, y) +
          ew::clip(x, y, z) + ew::remainder(x, y) + ew::floor_divide(x, y) + T(ew::isnan(x)) +
-         T(ew::isinf(y)) + T(ew::isfinite(z));
+         T(ew::isinf(y)) + T(ew::isfinite(z)) + ew::gelu(x) + ew::gelu_tanh(x) + ew::silu(x) +
+         ew::sigmoid(x) + ew::softplus(x);
 }
 template <class T>
 __device__ T ew_integers(T x, T y, T z) {

@@ -68,6 +68,11 @@ enum class EwOp : uint8_t {
   rint,
   round,
   erf,
+  gelu,  // Cumo's fused activations (device/elementwise.hpp)
+  gelu_tanh,
+  silu,
+  sigmoid,
+  softplus,
   // others
   where,
   clip,
@@ -238,6 +243,15 @@ GRIDSPAN_FLOAT_FUNCTION(ceil)
 GRIDSPAN_FLOAT_FUNCTION(rint)
 GRIDSPAN_FLOAT_FUNCTION(round)
 GRIDSPAN_FLOAT_FUNCTION(erf)
+// Activations, one kernel each (and fused with what surrounds them), as Cumo's: gelu =
+// 0.5 x (1 + erf(x / sqrt(2))); gelu_tanh = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)));
+// silu = x / (1 + exp(-x)); sigmoid = 1 / (1 + exp(-x)) computed without overflow for a
+// negative x; softplus = log(1 + exp(x)) with exp in single precision, x where it overflows.
+GRIDSPAN_FLOAT_FUNCTION(gelu)
+GRIDSPAN_FLOAT_FUNCTION(gelu_tanh)
+GRIDSPAN_FLOAT_FUNCTION(silu)
+GRIDSPAN_FLOAT_FUNCTION(sigmoid)
+GRIDSPAN_FLOAT_FUNCTION(softplus)
 #undef GRIDSPAN_FLOAT_FUNCTION
 
 /// |a| in a's dtype (the most negative integer stays as it is, as in NumPy).

@@ -115,6 +115,55 @@ GRIDSPAN_HD double rsqrt(double x) {
 #endif
 }
 
+// ---- activations (Cumo's fused operations; 16-bit floats arrive as float) ---------------
+/// 0.5 x (1 + erf(x / sqrt(2))): PyTorch's gelu (approximate='none').
+GRIDSPAN_HD float gelu(float x) {
+  return 0.5f * x * (1.0f + ::erff(x * 0.707106781186547524f));
+}
+GRIDSPAN_HD double gelu(double x) {
+  return 0.5 * x * (1.0 + ::erf(x * 0.707106781186547524));
+}
+/// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))): PyTorch's approximate='tanh' (GPT-2).
+GRIDSPAN_HD float gelu_tanh(float x) {
+  const float inner = 0.797884560802865355f * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.0f + ::tanhf(inner));
+}
+GRIDSPAN_HD double gelu_tanh(double x) {
+  const double inner = 0.797884560802865355 * (x + 0.044715 * x * x * x);
+  return 0.5 * x * (1.0 + ::tanh(inner));
+}
+/// x / (1 + exp(-x)): one division, not x * sigmoid(x) (which rounds once more); -inf
+/// answers NaN and a large negative x a signed zero, as torch's silu.
+GRIDSPAN_HD float silu(float x) {
+  return x / (1.0f + ::expf(-x));
+}
+GRIDSPAN_HD double silu(double x) {
+  return x / (1.0 + ::exp(-x));
+}
+/// 1 / (1 + exp(-x)) with the exponent's argument kept negative: exp(x) / (1 + exp(x)) for
+/// a negative x, which holds values down to the type's smallest subnormal where the plain
+/// quotient answers 0 once exp(-x) overflows; a non-negative x takes the plain quotient.
+GRIDSPAN_HD float sigmoid(float x) {
+  if (x >= 0.0f) return 1.0f / (1.0f + ::expf(-x));
+  const float e = ::expf(x);
+  return e / (1.0f + e);
+}
+GRIDSPAN_HD double sigmoid(double x) {
+  if (x >= 0.0) return 1.0 / (1.0 + ::exp(-x));
+  const double e = ::exp(x);
+  return e / (1.0 + e);
+}
+/// log(1 + exp(x)), the sum taken before the logarithm (not log1p(exp(x))), with exp in
+/// single precision whatever the type, and x itself where that exp overflows.
+GRIDSPAN_HD float softplus(float x) {
+  const float e = ::expf(x);
+  return e > detail::kMaxFloat ? x : ::logf(1.0f + e);
+}
+GRIDSPAN_HD double softplus(double x) {
+  const float e = ::expf(static_cast<float>(x));
+  return e > detail::kMaxFloat ? x : ::log(1.0 + static_cast<double>(e));
+}
+
 // ---- classification: floats by value, integers and bool are always finite -------------
 GRIDSPAN_HD bool isnan(float x) {
   return x != x;
