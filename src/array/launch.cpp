@@ -101,6 +101,17 @@ class Library final : public runtime::LibraryState {
 
 }  // namespace
 
+Dim without(const Dim& d, int axis) {
+  Dim out = Dim::of_rank(d.rank() - 1, 1);
+  for (int k = 0, j = 0; k < d.rank(); ++k)
+    if (k != axis) out[j++] = d[k];
+  return out;
+}
+Dim with_extent(Dim d, int axis, int64_t e) {
+  d[axis] = e;
+  return d;
+}
+
 int64_t pow2_at_least(int64_t n) {
   int64_t p = 1;
   while (p < n) p *= 2;

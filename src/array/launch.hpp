@@ -15,6 +15,9 @@ namespace gridspan::array {
 const Kernel& cached_kernel(const std::shared_ptr<runtime::Driver>& driver, std::string key,
                             const std::function<KernelDef(const std::string&)>& make);
 int64_t pow2_at_least(int64_t n);
+/// `d` without axis `axis`; `d` with axis `axis` of extent `e`.
+Dim without(const Dim& d, int axis);
+Dim with_extent(Dim d, int axis, int64_t e);
 /// Per array axis, the gcd of the chunk boundaries inside the array (0: none).
 std::array<int64_t, kMaxRank> chunk_grain(const plan::ArrayMeta& meta);
 /// 256 threads, the fastest axis first, each axis a power of two dividing its grain.

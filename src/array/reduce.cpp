@@ -123,17 +123,6 @@ std::string combine_of(const Plan& plan, const std::string& x, const std::string
   return plan.custom ? fmt::format("gs_reduce({}, {})", x, y) : combine(plan.op, plan.acc, x, y);
 }
 
-Dim without(const Dim& d, int axis) {
-  Dim out = Dim::of_rank(d.rank() - 1, 1);
-  for (int k = 0, j = 0; k < d.rank(); ++k)
-    if (k != axis) out[j++] = d[k];
-  return out;
-}
-Dim with_extent(Dim d, int axis, int64_t e) {
-  d[axis] = e;
-  return d;
-}
-
 int64_t largest_pow2_dividing(int64_t k, int64_t grain) {
   while (grain != 0 && k > 1 && grain % k != 0) k /= 2;
   return k;

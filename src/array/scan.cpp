@@ -59,11 +59,6 @@ struct Pass {
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
-Dim with_extent(Dim d, int axis, int64_t e) {
-  d[axis] = e;
-  return d;
-}
-
 // ---- the plan ------------------------------------------------------------------------------
 
 // The guide's chunks in the scan's space: as they are, or flattened, the runs of whole rows

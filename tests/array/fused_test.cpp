@@ -6,9 +6,13 @@
 #include <functional>
 #include <limits>
 
+#include "array/rows.hpp"
 #include "gridspan/gridspan.hpp"
 #include "support/devices.hpp"
 #include "support/random.hpp"
+#ifdef GRIDSPAN_HAVE_CUDA
+#include "support/nvrtc.hpp"
+#endif
 
 namespace gridspan {
 namespace {
@@ -224,6 +228,308 @@ TEST(ArrayActivations, FuseWithWhatSurroundsThem) {
     ASSERT_NEAR(got[i], want, 2e-6) << i;
   }
 }
+
+// ---- row operations ------------------------------------------------------------------------
+
+namespace rowref {
+
+// Per row of `x` (rows of length L), in double.
+std::vector<double> softmax(const std::vector<double>& x, int64_t L) {
+  std::vector<double> out(x.size());
+  for (std::size_t r = 0; r < x.size() / L; ++r) {
+    double m = -kInf, s = 0;
+    for (int64_t j = 0; j < L; ++j) m = std::max(m, x[r * L + j]);
+    for (int64_t j = 0; j < L; ++j) s += std::exp(x[r * L + j] - m);
+    for (int64_t j = 0; j < L; ++j) out[r * L + j] = std::exp(x[r * L + j] - m) / s;
+  }
+  return out;
+}
+std::vector<double> layer_norm(const std::vector<double>& x, int64_t L,
+                               const std::vector<double>& g, const std::vector<double>& b,
+                               double eps) {
+  std::vector<double> out(x.size());
+  for (std::size_t r = 0; r < x.size() / L; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < L; ++j) mean += x[r * L + j] / L;
+    for (int64_t j = 0; j < L; ++j) var += (x[r * L + j] - mean) * (x[r * L + j] - mean) / L;
+    for (int64_t j = 0; j < L; ++j)
+      out[r * L + j] = (x[r * L + j] - mean) / std::sqrt(var + eps) * g[j] + b[j];
+  }
+  return out;
+}
+std::vector<double> rms_norm(const std::vector<double>& x, int64_t L, const std::vector<double>& g,
+                             double eps) {
+  std::vector<double> out(x.size());
+  for (std::size_t r = 0; r < x.size() / L; ++r) {
+    double ms = 0;
+    for (int64_t j = 0; j < L; ++j) ms += x[r * L + j] * x[r * L + j] / L;
+    for (int64_t j = 0; j < L; ++j) out[r * L + j] = x[r * L + j] / std::sqrt(ms + eps) * g[j];
+  }
+  return out;
+}
+
+}  // namespace rowref
+
+template <class T>
+std::vector<T> as(const std::vector<double>& v) {
+  std::vector<T> out;
+  for (double x : v) out.push_back(static_cast<T>(x));
+  return out;
+}
+template <class T>
+std::vector<double> doubles(const std::vector<T>& v) {
+  std::vector<double> out;
+  for (const T& x : v) out.push_back(static_cast<double>(x));
+  return out;
+}
+// Values representable in T, drawn from [lo, hi).
+template <class T>
+std::vector<double> uniform(std::size_t n, double lo, double hi, uint64_t salt) {
+  auto g = test::rng(salt);
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::vector<double> v(n);
+  for (auto& x : v) x = static_cast<double>(static_cast<T>(d(g)));
+  return v;
+}
+
+// softmax, layer_norm and rms_norm of random rows in `shape`, one launch each, against the
+// double reference within `tol` of each answer, or of a hundredth of the largest (cancellation).
+template <class T>
+void check_rows(gs::Context& ctx, const Dim& shape, double tol, uint64_t salt) {
+  SCOPED_TRACE(shape.str());
+  const int64_t L = shape[shape.rank() - 1];
+  const auto xv = uniform<T>(shape.volume(), -4, 4, salt);
+  const auto gv = uniform<T>(L, 0.5, 2, salt + 1), bv = uniform<T>(L, -1, 1, salt + 2);
+  auto x = ctx.from_vector(as<T>(xv), shape);
+  auto g = ctx.from_vector(as<T>(gv), {L});
+  auto b = ctx.from_vector(as<T>(bv), {L});
+  const std::vector<std::pair<std::string, std::vector<double>>> want = {
+      {"softmax", rowref::softmax(xv, L)},
+      {"layer_norm", rowref::layer_norm(xv, L, gv, bv, 1e-5)},
+      {"rms_norm", rowref::rms_norm(xv, L, gv, 1e-5)}};
+  for (const auto& [name, w] : want) {
+    const auto before = ctx.stats().launches;
+    auto y = name == "softmax"      ? gs::softmax(x)
+             : name == "layer_norm" ? gs::layer_norm(x, g, b)
+                                    : gs::rms_norm(x, g);
+    EXPECT_EQ(ctx.stats().launches, before + 1) << name;
+    EXPECT_EQ(y.shape(), shape);
+    const auto got = doubles(y.to_vector());
+    double scale = 0;
+    for (double v : w) scale = std::max(scale, std::abs(v));
+    for (std::size_t i = 0; i < w.size(); ++i)
+      ASSERT_NEAR(got[i], w[i], tol * std::max(std::abs(w[i]), 1e-2 * scale)) << name << " " << i;
+  }
+}
+
+gs::Config checked(int devices) {
+  gs::Config c = test::quiet_config(devices);
+  c.check = true;  // overwrite regions poisoned and looked at; accesses checked
+  return c;
+}
+
+TEST(ArrayRows, MatchTheirDefinitionsOnEveryShapeAndDtype) {
+  gs::Context ctx(checked(3));
+  check_rows<float>(ctx, {37, 100}, 1e-4, 70);
+  check_rows<float>(ctx, {5, 3, 33}, 1e-4, 71);
+  check_rows<float>(ctx, {1000}, 1e-4, 72);
+  check_rows<double>(ctx, {20, 301}, 1e-12, 73);
+  check_rows<gs::float16>(ctx, {9, 64}, 2.0 / 1024, 74);
+  check_rows<gs::bfloat16>(ctx, {9, 64}, 2.0 / 128, 75);
+}
+
+TEST(ArrayRows, TheReadmesExamples) {
+  gs::Context ctx(test::quiet_config(1));
+  auto x = ctx.from_vector<float>({1, 2, 3, 4}, {1, 4});
+  auto ones = gs::ones<float>(ctx, {4});
+  auto zeros = gs::zeros<float>(ctx, {4});
+  const std::vector<double> rms = {0.365, 0.730, 1.095, 1.461}, ln = {-1.342, -0.447, 0.447, 1.342};
+  auto r = gs::rms_norm(x, ones).to_vector(), l = gs::layer_norm(x, ones, zeros).to_vector();
+  for (int j = 0; j < 4; ++j) {
+    EXPECT_NEAR(r[j], rms[j], 5e-4) << j;
+    EXPECT_NEAR(l[j], ln[j], 5e-4) << j;
+  }
+}
+
+TEST(ArrayRows, AccumulateInFloat32WhateverTheDtype) {
+  gs::Context ctx(test::quiet_config(1));
+  // A bfloat16 row whose squares pass what a float holds answers zeros; double answers ones.
+  const std::vector<double> big = {-3e20, 3e20, 3e20, -3e20};
+  auto bf = ctx.from_vector(as<gs::bfloat16>(big), {1, 4});
+  for (double v : doubles(gs::rms_norm(bf, gs::ones<gs::bfloat16>(ctx, {4})).to_vector()))
+    EXPECT_EQ(v, 0.0);
+  auto d = ctx.from_vector(big, {1, 4});
+  for (double v : gs::rms_norm(d, gs::ones<double>(ctx, {4})).to_vector())
+    EXPECT_NEAR(std::abs(v), 1.0, 1e-12);
+  // A float16 row whose squares pass 65504 is answered as float32 answers it.
+  const std::vector<double> wide = {300, -300, 200, 100};
+  auto h = ctx.from_vector(as<gs::float16>(wide), {1, 4});
+  auto got = doubles(gs::rms_norm(h, gs::ones<gs::float16>(ctx, {4})).to_vector());
+  auto want = rowref::rms_norm(wide, 4, {1, 1, 1, 1}, 1e-5);
+  for (int j = 0; j < 4; ++j) EXPECT_NEAR(got[j], want[j], 2e-3 * std::abs(want[j])) << j;
+}
+
+TEST(ArrayRows, SoftmaxOfMaskedRows) {
+  gs::Context ctx(test::quiet_config(2));
+  auto x = ctx.from_vector<float>({1, -INFINITY, 2, -INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                                   -INFINITY, 0.5f, 0.5f, 0.5f, 0.5f},
+                                  {3, 4});
+  auto p = gs::softmax(x).to_vector();
+  const double e = std::exp(-1.0);
+  EXPECT_NEAR(p[0], e / (1 + e), 1e-6);
+  EXPECT_EQ(p[1], 0.0f);
+  EXPECT_NEAR(p[2], 1 / (1 + e), 1e-6);
+  EXPECT_EQ(p[3], 0.0f);
+  for (int j = 4; j < 8; ++j) EXPECT_TRUE(std::isnan(p[j])) << j;  // all masked: NaN
+  for (int j = 8; j < 12; ++j) EXPECT_FLOAT_EQ(p[j], 0.25f) << j;
+}
+
+// An expression handed in is computed inside the row kernel; a view (here a transpose) is
+// read where it lies: one launch either way.
+TEST(ArrayRows, ExpressionsAndViewsInOneLaunch) {
+  gs::Context ctx(test::quiet_config(2));
+  const auto xv = uniform<float>(30 * 40, -3, 3, 76);
+  auto x = ctx.from_vector(as<float>(xv), {30, 40});
+  auto before = ctx.stats().launches;
+  auto p = gs::softmax(x * 2.0f - 1.0f);
+  EXPECT_EQ(ctx.stats().launches, before + 1);
+  std::vector<double> scaled;
+  for (double v : xv) scaled.push_back(static_cast<float>(static_cast<float>(v) * 2.0f - 1.0f));
+  auto want = rowref::softmax(scaled, 40);
+  auto got = p.to_vector();
+  for (std::size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6) << i;
+  before = ctx.stats().launches;
+  auto t = gs::softmax(x.transpose());
+  EXPECT_EQ(ctx.stats().launches, before + 1);
+  std::vector<double> xt(xv.size());
+  for (int i = 0; i < 30; ++i)
+    for (int j = 0; j < 40; ++j) xt[j * 30 + i] = xv[i * 40 + j];
+  want = rowref::softmax(xt, 30);
+  got = t.to_vector();
+  for (std::size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6) << i;
+}
+
+TEST(ArrayRows, BadParametersAreErrorsThatSayWhich) {
+  gs::Context ctx(test::quiet_config(1));
+  auto x = gs::ones<float>(ctx, {3, 4});
+  auto ones4 = gs::ones<float>(ctx, {4});
+  auto expect_error = [](auto&& f, const std::string& part) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; expected one saying " << part;
+    } catch (const gs::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { gs::layer_norm(x, gs::ones<float>(ctx, {5}), ones4); }, "gamma has shape {5}");
+  expect_error(
+      [&] {
+        gs::layer_norm(x, ones4, gs::ones<float>(ctx, {1, 4}));
+      },
+      "beta has shape {1, 4}");
+  expect_error([&] { gs::rms_norm(x, gs::ones<double>(ctx, {4})); },
+               "gamma is float64 where x is float32");
+  expect_error([&] { gs::softmax(gs::ones<int32_t>(ctx, {3, 4})); }, "softmax of an integer");
+  expect_error(
+      [&] {
+        gs::quantize_symmetric(gs::ones<int8_t>(ctx, {3, 4}));
+      },
+      "quantize_symmetric of an integer");
+  expect_error([&] { gs::softmax(gs::ones<float>(ctx, {})); }, "0-d");
+}
+
+TEST(ArrayQuantize, TiesAwayFromZeroZeroAndNonFiniteRows) {
+  gs::Context ctx(test::quiet_config(2));
+  auto x = ctx.from_vector<float>({-2.5f, -1.5f, -0.5f,    0.5f, 1.5f, 2.5f, 127.0f,  // scale 1
+                                   0,     0,     0,        0,    0,    0,    0,       // zeros
+                                   1,     2,     INFINITY, 3,    4,    5,    6,       // inf
+                                   1,     NAN,   2,        3,    4,    5,    6},      // NaN
+                                  {4, 7});
+  const auto before = ctx.stats().launches;
+  auto [xq, scale] = gs::quantize_symmetric(x);
+  static_assert(std::is_same_v<decltype(xq), gs::Array<int8_t>>);
+  static_assert(std::is_same_v<decltype(scale), gs::Array<float>>);
+  auto q = xq.to_vector();
+  auto s = scale.to_vector();
+  EXPECT_EQ(ctx.stats().launches, before + 1);
+  EXPECT_EQ(scale.shape(), Dim{4});
+  EXPECT_EQ(std::vector<int8_t>(q.begin(), q.begin() + 7),
+            (std::vector<int8_t>{-3, -2, -1, 1, 2, 3, 127}));
+  EXPECT_EQ(s[0], 1.0f);
+  EXPECT_EQ(s[1], 0.0f);
+  EXPECT_EQ(s[2], INFINITY);
+  EXPECT_TRUE(std::isnan(s[3]));
+  for (int i = 7; i < 28; ++i) EXPECT_EQ(q[i], 0) << i;
+}
+
+TEST(ArrayQuantize, RowsStandForTheirValues) {
+  gs::Context ctx(test::quiet_config(3));
+  for (int64_t L : {5, 300}) {
+    const auto xv = uniform<gs::bfloat16>(11 * L, -50, 50, 77 + L);
+    auto x = ctx.from_vector(as<gs::bfloat16>(xv), {11, L});
+    auto [xq, scale] = gs::quantize_symmetric(x);
+    static_assert(std::is_same_v<decltype(scale), gs::Array<float>>);
+    auto q = xq.to_vector();
+    auto s = scale.to_vector();
+    for (int64_t r = 0; r < 11; ++r) {
+      double m = 0;
+      for (int64_t j = 0; j < L; ++j) m = std::max(m, std::abs(xv[r * L + j]));
+      EXPECT_FLOAT_EQ(s[r], static_cast<float>(m) / 127.0f) << r;
+      for (int64_t j = 0; j < L; ++j)
+        ASSERT_LE(std::abs(q[r * L + j] * static_cast<double>(s[r]) - xv[r * L + j]), s[r] * 0.5001)
+            << r << " " << j;
+    }
+    // The scales broadcast back over the rows: xq * scale[..., newaxis].
+    auto back = (xq * scale.reshape({11, 1})).to_vector();
+    for (int64_t i = 0; i < 11 * L; ++i) ASSERT_NEAR(back[i], xv[i], s[i / L] * 0.5001) << i;
+  }
+  auto one = gs::quantize_symmetric(ctx.from_vector<double>({-4, 2, 1}, {3}));
+  EXPECT_EQ(one.second.shape(), Dim());
+  EXPECT_DOUBLE_EQ(one.second.item(), 4.0 / 127);
+  EXPECT_EQ(one.first.to_vector(), (std::vector<int8_t>{-127, 64, 32}));
+}
+
+// The cuda backend's geometry on cpu devices: blocks of 32 to 1024 threads combining through
+// block_all (run on fibers), rows in registers or read in each pass.
+class RowGpuGeometry : public ::testing::Test {
+ protected:
+  void SetUp() override { array::set_row_test_hooks(&hooks); }
+  void TearDown() override { array::set_row_test_hooks(nullptr); }
+  void everything(gs::Context& ctx) {
+    check_rows<float>(ctx, {6, 100}, 1e-4, 80);       // 32 threads, 4 elements each in registers
+    check_rows<double>(ctx, {3, 5000}, 1e-12, 81);    // 1024 threads, 5 each
+    check_rows<float>(ctx, {2, 3, 20000}, 1e-4, 82);  // 1024 threads, read in each pass
+    check_rows<gs::bfloat16>(ctx, {700}, 2.0 / 128, 83);
+    auto [xq, scale] = gs::quantize_symmetric(ctx.from_vector<float>(
+        {-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 127.0f, 1, NAN, 2, 3, 4, 5, 6}, {2, 7}));
+    EXPECT_EQ(xq.to_vector(), (std::vector<int8_t>{-3, -2, -1, 1, 2, 3, 127, 0, 0, 0, 0, 0, 0, 0}));
+    auto s = scale.to_vector();
+    EXPECT_EQ(s[0], 1.0f);
+    EXPECT_TRUE(std::isnan(s[1]));
+    auto m = ctx.from_vector<float>({1, -INFINITY, -INFINITY, -INFINITY}, {2, 2});
+    auto p = gs::softmax(m).to_vector();
+    EXPECT_EQ(p[0], 1.0f);
+    EXPECT_EQ(p[1], 0.0f);
+    EXPECT_TRUE(std::isnan(p[2]) && std::isnan(p[3]));
+  }
+  array::RowTestHooks hooks{true, {}};
+};
+
+TEST_F(RowGpuGeometry, BlocksOfManyThreadsMatchTheHost) {
+  gs::Context ctx(checked(2));
+  everything(ctx);
+}
+
+#ifdef GRIDSPAN_HAVE_CUDA
+// Every kind of row kernel the cuda backend launches compiles for sm_90 with NVRTC.
+TEST_F(RowGpuGeometry, KernelsCompileForCuda) {
+  gs::Context ctx(test::quiet_config(2));
+  everything(ctx);
+  check_rows<gs::float16>(ctx, {4, 64}, 2.0 / 1024, 84);
+  EXPECT_GE(hooks.generated.size(), 15u);
+  test::expect_compile_for_sm90(hooks.generated);
+}
+#endif
 
 }  // namespace
 }  // namespace gridspan

@@ -14,8 +14,7 @@
 #include "support/random.hpp"
 
 #ifdef GRIDSPAN_HAVE_CUDA
-#include "annotation/signature.hpp"
-#include "backend/cuda/cuda.hpp"
+#include "support/nvrtc.hpp"
 #endif
 
 namespace gridspan {
@@ -371,11 +370,6 @@ TEST_F(ScanGpuGeometry, ShortLinesAndCarriesScannedByBlocks) {
 }
 
 #ifdef GRIDSPAN_HAVE_CUDA
-bool is_elf(const std::string& image) {
-  return image.size() > 64 && image.compare(0, 4,
-                                            "\x7f"
-                                            "ELF") == 0;
-}
 
 // Every kind of scan kernel the cuda backend launches compiles for sm_90 with NVRTC.
 TEST_F(ScanGpuGeometry, KernelsCompileForCuda) {
@@ -386,20 +380,7 @@ TEST_F(ScanGpuGeometry, KernelsCompileForCuda) {
     (void)gs::cumsum(gs::ones<double>(ctx, {20001, 3}) * 2.0, 0).to_vector();
   }
   EXPECT_GE(hooks.generated.size(), 20u);
-  const std::string cache = gs::Config::from_env().cache_dir;
-  for (const KernelDef& def : hooks.generated) {
-    backend::KernelSource k;
-    k.name = def.function();
-    k.source = def.source();
-    k.params = annotation::parse_signature(k.source, k.name);
-    try {  // through the kernel cache (GRIDSPAN_CACHE_DIR): NVRTC runs for new sources only
-      EXPECT_TRUE(is_elf(backend::cuda::compile_cubin(k, 90, cache))) << k.source;
-    } catch (const CompileError& e) {
-      if (std::string(e.what()).find("NVRTC could not be loaded") != std::string::npos)
-        GTEST_SKIP() << e.what();
-      FAIL() << e.what() << "\n" << k.source;
-    }
-  }
+  test::expect_compile_for_sm90(hooks.generated);
 }
 #endif
 

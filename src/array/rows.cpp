@@ -1,0 +1,384 @@
+// Cumo's fused row operations (softmax, layer_norm, rms_norm, quantize_symmetric) as one
+// generated kernel each: one block per row of the last axis (rank 1: one row), its threads
+// reading the row through the input's Program (an expression is computed where it is read, a
+// view read where it lies), combining their partials with device/rows.hpp's block_all, and
+// writing the row. On a GPU a row of up to 16 Ki elements is read once into registers
+// (`per_thread` of them per thread, a compile-time constant); longer rows, and the cpu
+// backend's one-thread blocks, read it again in each pass. Superblocks follow the output's
+// chunks, which cut only the leading axes: each row stays whole on one device.
+#include <fmt/format.h>
+
+#include "array/expr.hpp"
+#include "array/kernels.hpp"
+#include "array/launch.hpp"
+#include "array/rows.hpp"
+#include "gridspan/array/fused.hpp"
+#include "gridspan/core/error.hpp"
+#include "runtime/driver.hpp"
+
+namespace gridspan::array {
+
+namespace {
+
+using detail::RowOp;
+
+RowTestHooks* g_hooks = nullptr;
+
+enum class Kind { softmax, layer_norm, rms_norm, quantize };
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::softmax:
+      return "softmax";
+    case Kind::layer_norm:
+      return "layer_norm";
+    case Kind::rms_norm:
+      return "rms_norm";
+    default:
+      return "quantize_symmetric";
+  }
+}
+
+struct RowPlan {
+  Kind kind = Kind::softmax;
+  DType in = DType::f32;   // x's dtype
+  DType acc = DType::f32;  // float32, or float64 for double
+  DType out = DType::f32;  // x's, or int8
+  int rank = 1;
+  int64_t length = 0;      // of a row
+  int64_t threads = 1;     // per block (blockDim.x)
+  int64_t per_thread = 0;  // elements kept in registers per thread (0: read in each pass)
+  bool gamma = false, beta = false;
+};
+
+// How many threads a row gets, and whether it stays in registers: about 8 elements a thread,
+// 32 to 1024 threads; on the cpu one thread.
+void choose_threads(RowPlan& plan, bool gpu) {
+  if (!gpu) return;
+  const int64_t L = std::max<int64_t>(plan.length, 1);
+  plan.threads = std::clamp<int64_t>(pow2_at_least((L + 7) / 8), 32, 1024);
+  const int64_t k = (L + plan.threads - 1) / plan.threads;
+  plan.per_thread = k <= 16 ? k : 0;
+}
+
+// The axis names of a row's leading axes (blockIdx.y, .z) and the last axis's index `gs_j`.
+std::string leading_axes(int rank) {
+  std::string s;
+  for (int k = 0; k < rank - 1; ++k)
+    s += fmt::format("  const int64_t a{} = blockIdx.{};\n", k, "xyz"[rank - 1 - k]);
+  return s;
+}
+// "a0, a1, gs_j" style indices of an element of the row.
+std::string row_index(int rank, const std::string& last) {
+  std::string s;
+  for (int k = 0; k < rank - 1; ++k) s += fmt::format("a{}, ", k);
+  return s + last;
+}
+std::string lead_index(int rank) {
+  std::string s;
+  for (int k = 0; k < rank - 1; ++k) s += fmt::format("{}a{}", k ? ", " : "", k);
+  return s;
+}
+
+// A loop over the thread's elements of the row running `body` with `x` (the element, in the
+// accumulator's type) and `gs_j` (its index along the last axis) bound.
+std::string each(const RowPlan& plan, const Program& p, const std::string& body) {
+  const int last = plan.rank - 1;
+  if (plan.per_thread > 0)
+    return fmt::format(
+        "#pragma unroll\n  for (int gs_k = 0; gs_k < {0}; ++gs_k) {{\n"
+        "    const int64_t gs_j = threadIdx.x + (int64_t)gs_k * blockDim.x;\n"
+        "    if (gs_j >= n{1}) break;\n    const A x = gs_r[gs_k];\n{2}  }}\n",
+        plan.per_thread, last, body);
+  return fmt::format(
+      "  for (int64_t gs_j = threadIdx.x; gs_j < n{0}; gs_j += blockDim.x) {{\n"
+      "    const int64_t a{0} = gs_j;\n{1}    const A x = (A)v{2};\n{3}  }}\n",
+      last, p.step_code(), p.result.index, body);
+}
+
+// The row read into registers once (per_thread > 0).
+std::string load_row(const RowPlan& plan, const Program& p) {
+  if (plan.per_thread == 0) return "";
+  const int last = plan.rank - 1;
+  return fmt::format(
+      "  A gs_r[{0}];\n#pragma unroll\n  for (int gs_k = 0; gs_k < {0}; ++gs_k) {{\n"
+      "    const int64_t a{1} = threadIdx.x + (int64_t)gs_k * blockDim.x;\n"
+      "    if (a{1} >= n{1}) {{ gs_r[gs_k] = 0; continue; }}\n{2}    gs_r[gs_k] = (A)v{3};\n  }}\n",
+      plan.per_thread, last, p.step_code(), p.result.index);
+}
+
+std::string store(const RowPlan& plan, const std::string& v) {
+  return fmt::format("    gridspan::fused::store(out({}), {});\n", row_index(plan.rank, "gs_j"),
+                     convert(v, plan.acc, plan.out));
+}
+
+// The kernel's body after the row's registers: the passes of `plan.kind`.
+std::string passes(const RowPlan& plan, const Program& p) {
+  const std::string n = fmt::format("(A)n{}", plan.rank - 1);
+  const std::string g = plan.gamma ? "(A)gridspan::fused::load(gs_g(gs_j))" : "";
+  const std::string b = plan.beta ? "(A)gridspan::fused::load(gs_be(gs_j))" : "";
+  switch (plan.kind) {
+    case Kind::softmax:
+      return "  A m = -gridspan::rows::infinity(A());\n" + each(plan, p, "    m = gridspan::rows::Max()(m, x);\n") +
+             "  m = gridspan::rows::block_all(m, gridspan::rows::Max());\n  A s = 0;\n" +
+             each(plan, p, "    s += gridspan::ew::exp(x - m);\n") +
+             "  s = gridspan::rows::block_all(s, gridspan::rows::Sum());\n" +
+             each(plan, p, store(plan, "gridspan::ew::exp(x - m) / s"));
+    case Kind::layer_norm:
+      return "  A s = 0;\n" + each(plan, p, "    s += x;\n") +
+             fmt::format("  const A mean = gridspan::rows::block_all(s, gridspan::rows::Sum()) / {};\n  A q = 0;\n", n) +
+             each(plan, p, "    q += (x - mean) * (x - mean);\n") +
+             fmt::format(
+                 "  const A sd = gridspan::ew::sqrt(gridspan::rows::block_all(q, "
+                 "gridspan::rows::Sum()) / {} + (A)eps);\n",
+                 n) +
+             each(plan, p, store(plan, fmt::format("(x - mean) / sd * {} + {}", g, b)));
+    case Kind::rms_norm:
+      return "  A q = 0;\n" + each(plan, p, "    q += x * x;\n") +
+             fmt::format(
+                 "  const A rms = gridspan::ew::sqrt(gridspan::rows::block_all(q, "
+                 "gridspan::rows::Sum()) / {} + (A)eps);\n",
+                 n) +
+             each(plan, p, store(plan, fmt::format("x / rms * {}", g)));
+    default:  // quantize: zeros where the scale is zero, infinite or NaN
+      return "  A m = 0;\n" + each(plan, p, "    m = gridspan::rows::Max()(m, gridspan::ew::abs(x));\n") +
+             "  const A sc = gridspan::rows::block_all(m, gridspan::rows::Max()) / (A)127;\n"
+             "  const bool zero = !(sc > 0 && sc < gridspan::rows::infinity(A()));\n" +
+             each(plan, p,
+                  fmt::format("    gridspan::fused::store(out({}), zero ? (int8_t)0 : "
+                              "gridspan::fused::convert<int8_t>(gridspan::ew::round(x / sc)));\n",
+                              row_index(plan.rank, "gs_j"))) +
+             fmt::format("  if (threadIdx.x == 0) gridspan::fused::store(gs_s({}), sc);\n",
+                         lead_index(plan.rank));
+  }
+}
+
+// The kernel's source and annotation.
+std::pair<std::string, std::string> row_kernel(const RowPlan& plan, const Program& p,
+                                               const std::string& name) {
+  const int R = plan.rank;
+  const std::string t = dtype_cpp_name(plan.in);
+  std::string sig;
+  for (int k = 0; k < R; ++k) sig += fmt::format(", int64_t n{}", k);
+  sig += fmt::format(", double eps, gridspan::{}<{}> out", kViewKinds[R], dtype_cpp_name(plan.out));
+  if (plan.gamma) sig += fmt::format(", const gridspan::Vector<{}> gs_g", t);
+  if (plan.beta) sig += fmt::format(", const gridspan::Vector<{}> gs_be", t);
+  if (plan.kind == Kind::quantize)
+    sig += fmt::format(", gridspan::{}<{}> gs_s", kViewKinds[R - 1], dtype_cpp_name(plan.acc));
+  sig += p.input_params();
+  // The threads of a block meet in block_all: said here too, so that the cpu backend runs a
+  // block of more than one thread (the GPU's geometry in tests) on fibers.
+  const std::string meet = plan.threads > 1 ? "  __syncthreads();\n" : "";
+  const std::string body = fmt::format("  typedef {} A;\n", reg(plan.acc)) + meet +
+                           leading_axes(R) + load_row(plan, p) + passes(plan, p);
+  std::string src = fmt::format(
+      "#include <gridspan/device/elementwise.hpp>\n#include <gridspan/device/fused.hpp>\n"
+      "#include <gridspan/device/rows.hpp>\n"
+      "__device__ void {}(dim3 blockIdx{}) {{\n{}}}\n",
+      name, sig, body);
+  // The annotation: a block writes its row (and its scale) and reads its row.
+  const char* bnames[] = {"bx", "by", "bz"};
+  std::string binding, lead;
+  for (int k = 0; k < R; ++k) binding += (k ? ", " : "") + std::string(bnames[k]);
+  AxisBounds ab;
+  for (int k = 0; k < R - 1; ++k) {
+    ab.lo[k] = bnames[R - 1 - k];
+    lead += (k ? ", " : "") + ab.lo[k];
+  }
+  ab.lo[R - 1] = "0";
+  ab.hi[R - 1] = fmt::format("n{} - 1", R - 1);
+  const std::string row = fmt::format("0 : n{} - 1", R - 1);
+  std::string ann = fmt::format("block [{}] => overwrite out[{}{}]", binding,
+                                lead.empty() ? "" : lead + ", ", row);
+  if (plan.gamma) ann += fmt::format(", read gs_g[{}]", row);
+  if (plan.beta) ann += fmt::format(", read gs_be[{}]", row);
+  if (plan.kind == Kind::quantize)
+    ann += lead.empty() ? ", overwrite gs_s" : fmt::format(", overwrite gs_s[{}]", lead);
+  ann += p.read_rules(ab);
+  return {src, ann};
+}
+
+bool is_float_dtype(DType d) {
+  return detail::is_float(d);
+}
+
+void check_x(Kind kind, const ArrayHandle& x) {
+  if (!is_float_dtype(x.dtype))
+    throw Error(fmt::format(
+        "{} of an integer or bool array ({}, shape {}): it takes float16, bfloat16, float32 or "
+        "float64; convert first, e.g. x.astype<float>()",
+        kind_name(kind), dtype_name(x.dtype), x.shape.str()));
+  if (x.shape.rank() == 0)
+    throw Error(fmt::format("{} of a 0-d array: it works along the last axis, which a 0-d "
+                            "array does not have",
+                            kind_name(kind)));
+}
+
+// gamma or beta: 1-D, as long as the last axis, of x's dtype; settled into a plain array.
+std::shared_ptr<ArrayHandle> row_parameter(Kind kind, const char* what, const ArrayHandle& x,
+                                           std::shared_ptr<ArrayHandle> v) {
+  const int64_t L = x.shape[x.shape.rank() - 1];
+  if (v->shape.rank() != 1 || v->shape[0] != L)
+    throw Error(fmt::format("{}'s {} has shape {}; it must be 1-D and as long as x's last axis "
+                            "({}; x has shape {})",
+                            kind_name(kind), what, v->shape.str(), L, x.shape.str()));
+  if (v->dtype != x.dtype)
+    throw Error(fmt::format("{}'s {} is {} where x is {}; they must have one dtype (use "
+                            "{}.astype<...>())",
+                            kind_name(kind), what, dtype_name(v->dtype), dtype_name(x.dtype), what));
+  if (v->is_view || v->pending.load(std::memory_order_acquire)) {
+    v = detail::elementwise(EwOp::cast, v->dtype, {detail::EwArg{v}});
+    detail::array_settle(*v);
+  }
+  return v;
+}
+
+// The output's chunks cut only the leading axes (rank 1: one chunk, the row).
+DataDistribution row_distribution(const std::shared_ptr<runtime::Driver>& driver, DType dtype,
+                                  const Dim& shape) {
+  if (shape.rank() <= 1) return dist::centralized(0);
+  return detail::default_distribution(driver, dtype, shape);
+}
+
+// The scales' chunks: the output's without the last axis.
+DataDistribution scale_distribution(const plan::ArrayMeta& out) {
+  const int R = out.shape.rank();
+  if (R <= 1) return dist::centralized(out.chunks.empty() ? 0 : out.chunks[0].device);
+  std::vector<ChunkSpec> chunks;
+  for (const plan::ChunkMeta& c : out.chunks) {
+    if (c.owned.empty()) continue;
+    Rect box(R - 1, {0, 0, 0}, {1, 1, 1});
+    for (int k = 0; k < R - 1; ++k) box.lo[k] = c.owned.lo[k], box.hi[k] = c.owned.hi[k];
+    chunks.push_back(ChunkSpec{box, box, c.device});
+  }
+  return dist::custom("quantize scales", [chunks](const Dim&, int) { return chunks; });
+}
+
+// One superblock (in blocks: one per row) per output chunk.
+std::vector<Superblock> row_superblocks(const plan::ArrayMeta& out) {
+  const int R = out.shape.rank();
+  std::vector<Superblock> sbs;
+  for (const plan::ChunkMeta& c : out.chunks) {
+    if (c.owned.empty()) continue;
+    Rect r(R, {0, 0, 0}, {1, 1, 1});
+    for (int k = 0; k < R - 1; ++k) {
+      r.lo[R - 1 - k] = c.owned.lo[k];
+      r.hi[R - 1 - k] = c.owned.hi[k];
+    }
+    sbs.push_back(Superblock{r, c.device});
+  }
+  return sbs;
+}
+
+struct RowArrays {
+  std::shared_ptr<ArrayHandle> out, scale, gamma, beta;
+};
+
+void launch_rows(const std::shared_ptr<runtime::Driver>& driver, const RowPlan& plan,
+                 const Program& p, const RowArrays& a, double eps) {
+  const std::string key =
+      fmt::format("rows:{}:{}:{}:{}:{}:{}:{}:{}|{}", int(plan.kind), int(plan.in), int(plan.acc),
+                  plan.rank, plan.threads, plan.per_thread, plan.gamma, plan.beta, p.key());
+  const Kernel& kernel = cached_kernel(driver, key, [&](const std::string& name) {
+    auto [src, ann] = row_kernel(plan, p, name);
+    auto def = KernelDef::from_source(src, name).annotate(ann);
+    if (g_hooks) g_hooks->generated.push_back(def);
+    return def;
+  });
+  Arguments args;
+  args.shape(a.out->shape);
+  std::vector<detail::LaunchArg> list;
+  args.list_into(list);
+  detail::LaunchArg e;
+  e.dtype = DType::f64;
+  e.is_float = true;
+  e.value = eps;
+  list.push_back(e);
+  Arguments tail;
+  tail.array(a.out->storage, plan.out);
+  if (a.gamma) tail.array(a.gamma->storage, plan.in);
+  if (a.beta) tail.array(a.beta->storage, plan.in);
+  if (a.scale) tail.array(a.scale->storage, plan.acc);
+  for (const Leaf& leaf : p.leaves) tail.view(leaf);
+  for (const Scalar& s : p.scalars) tail.scalar(s);
+  tail.list_into(list);
+  const int R = plan.rank;
+  Dim threads = a.out->shape;
+  threads[R - 1] = plan.threads;
+  std::array<int64_t, 3> t3{threads.get(0), threads.get(1), threads.get(2)}, block{1, 1, 1};
+  block[R - 1] = plan.threads;
+  auto sbs = row_superblocks(*a.out->storage->meta);
+  kernel.launch_packed(thread_dim(threads, t3), thread_dim(threads, block),
+                       work::custom(kind_name(plan.kind), [sbs](const Dim&, const Dim&, int) {
+                         return sbs;
+                       }),
+                       list);
+}
+
+RowPlan make_plan(Kind kind, const ArrayHandle& x) {
+  RowPlan plan;
+  plan.kind = kind;
+  plan.in = x.dtype;
+  plan.acc = x.dtype == DType::f64 ? DType::f64 : DType::f32;
+  plan.out = kind == Kind::quantize ? DType::i8 : x.dtype;
+  plan.rank = x.shape.rank();
+  plan.length = x.shape[plan.rank - 1];
+  choose_threads(plan, x.driver->backend_name() == "cuda" || (g_hooks && g_hooks->gpu_geometry));
+  return plan;
+}
+
+}  // namespace
+
+void set_row_test_hooks(RowTestHooks* hooks) {
+  g_hooks = hooks;
+}
+
+}  // namespace gridspan::array
+
+namespace gridspan::detail {
+
+using array::Kind;
+
+std::shared_ptr<ArrayHandle> row_op(RowOp op, const std::shared_ptr<ArrayHandle>& x,
+                                    const std::shared_ptr<ArrayHandle>& gamma,
+                                    const std::shared_ptr<ArrayHandle>& beta, double eps) {
+  std::lock_guard lock(lazy_mutex());
+  const Kind kind = op == RowOp::softmax      ? Kind::softmax
+                    : op == RowOp::layer_norm ? Kind::layer_norm
+                                              : Kind::rms_norm;
+  array::check_x(kind, *x);
+  array::RowArrays a;
+  if (gamma) a.gamma = array::row_parameter(kind, "gamma", *x, gamma);
+  if (beta) a.beta = array::row_parameter(kind, "beta", *x, beta);
+  a.out = array_create(x->driver, x->dtype, x->shape,
+                       array::row_distribution(x->driver, x->dtype, x->shape), nullptr);
+  if (x->shape.volume() == 0) return a.out;
+  array::RowPlan plan = array::make_plan(kind, *x);
+  plan.gamma = a.gamma != nullptr;
+  plan.beta = a.beta != nullptr;
+  array::launch_rows(x->driver, plan, array::read_program(x), a, eps);
+  return a.out;
+}
+
+std::pair<std::shared_ptr<ArrayHandle>, std::shared_ptr<ArrayHandle>> quantize_symmetric(
+    const std::shared_ptr<ArrayHandle>& x) {
+  std::lock_guard lock(lazy_mutex());
+  array::check_x(Kind::quantize, *x);
+  array::RowArrays a;
+  a.out = array_create(x->driver, DType::i8, x->shape,
+                       array::row_distribution(x->driver, DType::i8, x->shape), nullptr);
+  const DType sd = quantize_scale_dtype(x->dtype);
+  const Dim scale_shape = array::without(x->shape, x->shape.rank() - 1);
+  if (x->shape.volume() == 0) {  // an empty row's max|x| is 0: zero scales
+    const unsigned char zeros[8] = {};
+    a.scale = array_create(x->driver, sd, scale_shape,
+                           default_distribution(x->driver, sd, scale_shape), zeros);
+    return {a.out, a.scale};
+  }
+  a.scale = array_create(x->driver, sd, scale_shape,
+                         array::scale_distribution(*a.out->storage->meta), nullptr);
+  array::launch_rows(x->driver, array::make_plan(Kind::quantize, *x), array::read_program(x), a, 0);
+  return {a.out, a.scale};
+}
+
+}  // namespace gridspan::detail
