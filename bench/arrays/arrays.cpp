@@ -184,6 +184,116 @@ void run_size(gs::Context& ctx, int64_t n, int reps) {
   run_scans(ctx, av, n, reps);
 }
 
+// ---- Cumo's fused operations (--fused): rows of 4096 ---------------------------------------
+
+template <class T>
+std::vector<T> converted(const std::vector<float>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+// The first rows of `got` against float64 references of softmax, layer_norm (gamma 1, beta 0)
+// or rms_norm (gamma 1) of `x`, within `tol`.
+template <class T>
+void check_rows(const char* bench, const std::vector<T>& got, const std::vector<float>& x,
+                int64_t row, int rows, int kind, double tol) {
+  for (int r = 0; r < rows; ++r) {
+    const float* v = x.data() + r * row;
+    double m = -INFINITY, s = 0, mean = 0, var = 0, ms = 0;
+    for (int64_t j = 0; j < row; ++j) m = std::max(m, double(v[j])), mean += v[j];
+    mean /= row;
+    for (int64_t j = 0; j < row; ++j)
+      s += std::exp(v[j] - m), var += (v[j] - mean) * (v[j] - mean), ms += double(v[j]) * v[j];
+    var /= row, ms /= row;
+    for (int64_t j = 0; j < row; ++j) {
+      const double want = kind == 0   ? std::exp(v[j] - m) / s
+                          : kind == 1 ? (v[j] - mean) / std::sqrt(var + 1e-5)
+                                      : v[j] / std::sqrt(ms + 1e-5);
+      const double scale = kind == 0 ? 1.0 / row : 1.0;
+      if (std::abs(double(got[r * row + j]) - want) > tol * std::max(std::abs(want), scale)) {
+        std::fprintf(stderr, "bench_arrays: %s is wrong at row %d, %lld (%g, want %g)\n", bench, r,
+                     static_cast<long long>(j), double(got[r * row + j]), want);
+        std::exit(1);
+      }
+    }
+  }
+}
+
+// softmax, layer_norm, rms_norm and quantize_symmetric of (n / 4096, 4096) in T; bytes: the
+// input read and the output written once.
+template <class T>
+void run_rows(gs::Context& ctx, const std::vector<float>& xv, int64_t n, int reps,
+              const char* suffix, double tol) {
+  const int64_t row = 4096;
+  const double e = sizeof(T);
+  // The input as T, and its values back as float (the reference's input).
+  const auto xt = converted<T>(xv);
+  const std::vector<float> xf(xt.begin(), xt.end());
+  auto x = ctx.from_vector(xt, {n / row, row});
+  auto g = gs::ones<T>(ctx, {row});
+  auto b = gs::zeros<T>(ctx, {row});
+  const int rows = static_cast<int>(std::min<int64_t>(n / row, 4));
+  auto head = [&](const gs::Array<T>& y) {
+    auto v = y.to_vector();
+    v.resize(static_cast<std::size_t>(rows * row));
+    return v;
+  };
+  const std::string s = suffix;
+  check_rows((s + "softmax").c_str(), head(gs::softmax(x)), xf, row, rows, 0, tol);
+  check_rows((s + "layer_norm").c_str(), head(gs::layer_norm(x, g, b)), xf, row, rows, 1, tol);
+  check_rows((s + "rms_norm").c_str(), head(gs::rms_norm(x, g)), xf, row, rows, 2, tol);
+  gs::Array<T> out;
+  timed(ctx, ("softmax" + s).c_str(), n, 2 * n * e, reps, [&] { out = gs::softmax(x); });
+  timed(ctx, ("layer_norm" + s).c_str(), n, 2 * n * e, reps,
+        [&] { out = gs::layer_norm(x, g, b); });
+  timed(ctx, ("rms_norm" + s).c_str(), n, 2 * n * e, reps, [&] { out = gs::rms_norm(x, g); });
+  std::pair<gs::Array<int8_t>, gs::Array<float>> q;
+  timed(ctx, ("quantize" + s).c_str(), n, n * (e + 1) + 4.0 * (n / row), reps,
+        [&] { q = gs::quantize_symmetric(x); });
+}
+
+// The activations against a copy, float32, n elements.
+void run_activations(gs::Context& ctx, const std::vector<float>& xv, int64_t n, int reps) {
+  auto x = ctx.from_vector(xv, {n});
+  const int64_t sample = std::min<int64_t>(n, 1 << 16);
+  auto first = [&](const gs::Array<float>& y) {
+    auto v = y.to_vector();
+    v.resize(static_cast<std::size_t>(sample));
+    return v;
+  };
+  std::vector<double> silu(sample), sig(sample);
+  for (int64_t i = 0; i < sample; ++i) {
+    silu[i] = xv[i] / (1 + std::exp(-double(xv[i])));
+    sig[i] = 1 / (1 + std::exp(-double(xv[i])));
+  }
+  check("silu", first(gs::silu(x)), silu);
+  check("sigmoid", first(gs::sigmoid(x)), sig);
+  gs::Array<float> out;
+  const double f = sizeof(float);
+  timed(ctx, "copy", n, 2 * n * f, reps, [&] {
+    out = (x + 0.0f);
+    out.handle();
+  });
+  const std::vector<std::pair<const char*, std::function<gs::Array<float>()>>> ops = {
+      {"gelu", [&] { return gs::gelu(x); }},
+      {"gelu_tanh", [&] { return gs::gelu_tanh(x); }},
+      {"silu", [&] { return gs::silu(x); }},
+      {"sigmoid", [&] { return gs::sigmoid(x); }},
+      {"softplus", [&] { return gs::softplus(x); }}};
+  for (const auto& [name, op] : ops)
+    timed(ctx, name, n, 2 * n * f, reps, [&] {
+      out = op();
+      out.handle();
+    });
+}
+
+void run_fused(gs::Context& ctx, int64_t n, int reps) {
+  const auto xv = random_floats(n, 7);
+  run_activations(ctx, xv, n, reps);
+  if (n < 4096) return;
+  run_rows<float>(ctx, xv, n, reps, "", 2e-5);
+  run_rows<gs::bfloat16>(ctx, xv, n, reps, "_bf16", 2e-2);
+}
+
 // Host time per call of the array library's parts at n elements (a loop of `reps` calls,
 // then one synchronize): where a small call's time goes.
 void run_overhead(gs::Context& ctx, int64_t n, int reps) {
@@ -213,14 +323,22 @@ int main(int argc, char** argv) {
   CLI::App app("gridspan's array benchmarks (JSON lines on stdout)");
   std::vector<int> sizes{12, 20, 28};
   int reps = 20;
-  bool overhead = false;
+  bool overhead = false, fused = false;
   app.add_option("--sizes", sizes, "log2 of the element counts");
   app.add_flag("--overhead", overhead, "time the parts of a small call instead");
+  app.add_flag("--fused", fused, "time Cumo's fused operations instead (rows of 4096)");
   app.add_option("--reps", reps, "timed calls per figure");
   app.add_option("--only", only, "time these figures only (copy, add, chain_fused, sum_all ...)");
   CLI11_PARSE(app, argc, argv);
   return gs::run(argc, argv, [&](gs::Context& ctx) {
-    for (int k : sizes)
-      overhead ? run_overhead(ctx, int64_t(1) << k, reps) : run_size(ctx, int64_t(1) << k, reps);
+    for (int k : sizes) {
+      const int64_t n = int64_t(1) << k;
+      if (overhead)
+        run_overhead(ctx, n, reps);
+      else if (fused)
+        run_fused(ctx, n, reps);
+      else
+        run_size(ctx, n, reps);
+    }
   });
 }
