@@ -13,7 +13,7 @@ need_tool ninja ninja-build
 need_tool g++ g++
 need_tool make make
 for p in libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev nlohmann-json3-dev libcli11-dev \
-         zlib1g-dev openmpi-bin libopenmpi-dev python3-numpy "$@"; do
+         zlib1g-dev openmpi-bin libopenmpi-dev python3-numpy libopenblas0 "$@"; do
   need_pkg "$p"
 done
 [ ${#missing[@]} -eq 0 ] && exit 0

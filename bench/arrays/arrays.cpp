@@ -286,6 +286,29 @@ void run_activations(gs::Context& ctx, const std::vector<float>& xv, int64_t n, 
     });
 }
 
+// matmul of n x n by n x n (n = sqrt of the size), float32 and bfloat16; "bytes" are the
+// flops (2 n^3), so that "gbps" reads as GFLOP/s.
+template <class T>
+void run_matmul(gs::Context& ctx, int64_t n, int reps, const char* bench) {
+  auto a = gs::random::uniform<float>(ctx, {n, n}, 1, -1.0f, 1.0f).astype<T>();
+  auto b = gs::random::uniform<float>(ctx, {n, n}, 2, -1.0f, 1.0f).astype<T>();
+  const auto av = a.to_vector(), bv = b.to_vector();
+  const auto c = gs::matmul(a, b).to_vector();
+  for (int64_t i : {int64_t(0), n / 2, n - 1}) {  // a few elements against float64
+    double want = 0, scale = 0;
+    for (int64_t l = 0; l < n; ++l)
+      want += double(av[i * n + l]) * double(bv[l * n + i]),
+          scale += std::abs(double(av[i * n + l]) * double(bv[l * n + i]));
+    if (std::abs(double(c[i * n + i]) - want) > 1e-2 * scale) {
+      std::fprintf(stderr, "bench_arrays: %s is wrong (%g, want %g)\n", bench, double(c[i * n + i]),
+                   want);
+      std::exit(1);
+    }
+  }
+  gs::Array<T> out;
+  timed(ctx, bench, n, 2.0 * double(n) * n * n, reps, [&] { out = gs::matmul(a, b); });
+}
+
 void run_fused(gs::Context& ctx, int64_t n, int reps) {
   const auto xv = random_floats(n, 7);
   run_activations(ctx, xv, n, reps);
@@ -323,10 +346,11 @@ int main(int argc, char** argv) {
   CLI::App app("gridspan's array benchmarks (JSON lines on stdout)");
   std::vector<int> sizes{12, 20, 28};
   int reps = 20;
-  bool overhead = false, fused = false;
+  bool overhead = false, fused = false, matmul = false;
   app.add_option("--sizes", sizes, "log2 of the element counts");
   app.add_flag("--overhead", overhead, "time the parts of a small call instead");
   app.add_flag("--fused", fused, "time Cumo's fused operations instead (rows of 4096)");
+  app.add_flag("--matmul", matmul, "time matmul of n x n matrices instead (--sizes: log2 of n)");
   app.add_option("--reps", reps, "timed calls per figure");
   app.add_option("--only", only, "time these figures only (copy, add, chain_fused, sum_all ...)");
   CLI11_PARSE(app, argc, argv);
@@ -337,7 +361,10 @@ int main(int argc, char** argv) {
         run_overhead(ctx, n, reps);
       else if (fused)
         run_fused(ctx, n, reps);
-      else
+      else if (matmul) {
+        run_matmul<float>(ctx, int64_t(1) << k, reps, "matmul_f32");
+        run_matmul<gs::bfloat16>(ctx, int64_t(1) << k, reps, "matmul_bf16");
+      } else
         run_size(ctx, n, reps);
     }
   });

@@ -113,11 +113,26 @@ def run_cupy_written(n, reps):
              reps, "float32")
 
 
+def run_matmul(n, reps):
+    """n x n times n x n in float32 (no TF32) and bfloat16; bytes are the flops (2 n^3)."""
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    sync, event = torch.cuda.synchronize, lambda: torch.cuda.Event(enable_timing=True)
+    for dtype, name in ((torch.float32, "matmul_f32"), (torch.bfloat16, "matmul_bf16")):
+        a = (torch.rand(n, n, device="cuda") * 2 - 1).to(dtype)
+        b = (torch.rand(n, n, device="cuda") * 2 - 1).to(dtype)
+        emit("torch", name, n, 2 * n ** 3, timer(sync, event, lambda: a @ b, reps), reps, str(dtype))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[24, 28])
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--matmul", type=int, nargs="*", default=[],
+                    help="also matmul of n x n for these log2 n")
     args = ap.parse_args()
+    for k in args.matmul:
+        run_matmul(1 << k, args.reps)
     for k in args.sizes:
         run_torch(1 << k, args.reps)
         if (1 << k) >= ROW:

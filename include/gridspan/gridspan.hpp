@@ -13,6 +13,7 @@
 #include "gridspan/array/promote.hpp"
 #include "gridspan/array/reduce.hpp"
 #include "gridspan/array/fused.hpp"
+#include "gridspan/array/linalg.hpp"
 #include "gridspan/array/scan.hpp"
 #include "gridspan/array/views.hpp"
 #include "gridspan/core/config.hpp"

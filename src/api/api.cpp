@@ -420,14 +420,19 @@ Kernel detail::compile_kernel(const std::shared_ptr<runtime::Driver>& driver,
 }
 
 Kernel Context::compile(const NativeDef& def) {
+  return detail::compile_native(driver_, def);
+}
+
+Kernel detail::compile_native(const std::shared_ptr<runtime::Driver>& driver,
+                              const NativeDef& def) {
   auto state = std::make_shared<detail::KernelState>();
-  state->driver = driver_;
+  state->driver = driver;
   state->name = def.name();
   state->params = def.params();
   state->annotation =
       parse_annotations(def.name(), def.annotations(), state->params, def.defines());
   state->executable = make_native(def);
-  driver_->add_executable(state->executable);
+  driver->add_executable(state->executable);
   detail::set_param_layout(*state);
   return Kernel(state);
 }

@@ -89,6 +89,14 @@ class Library final : public runtime::LibraryState {
     return kernels_.emplace(std::move(key), std::move(k)).first->second;
   }
 
+  // A native function, compiled once per key.
+  const Kernel& native(const std::shared_ptr<runtime::Driver>& driver, const std::string& key,
+                       const std::function<NativeDef()>& make) {
+    auto it = kernels_.find(key);
+    if (it != kernels_.end()) return it->second;
+    return kernels_.emplace(key, detail::compile_native(driver, make())).first->second;
+  }
+
  private:
   std::vector<std::weak_ptr<ArrayHandle>> pending_;
   std::size_t kept_ = 0;
@@ -110,6 +118,11 @@ Dim without(const Dim& d, int axis) {
 Dim with_extent(Dim d, int axis, int64_t e) {
   d[axis] = e;
   return d;
+}
+
+const Kernel& cached_native(const std::shared_ptr<runtime::Driver>& driver, const std::string& key,
+                            const std::function<NativeDef()>& make) {
+  return Library::of(driver).native(driver, "native:" + key, make);
 }
 
 int64_t pow2_at_least(int64_t n) {

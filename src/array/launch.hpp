@@ -14,6 +14,9 @@ namespace gridspan::array {
 /// The kernel `make(name)` defines, compiled once per `key` in this context.
 const Kernel& cached_kernel(const std::shared_ptr<runtime::Driver>& driver, std::string key,
                             const std::function<KernelDef(const std::string&)>& make);
+/// The native function `make()` defines, compiled once per `key` in this context.
+const Kernel& cached_native(const std::shared_ptr<runtime::Driver>& driver, const std::string& key,
+                            const std::function<NativeDef()>& make);
 int64_t pow2_at_least(int64_t n);
 /// `d` without axis `axis`; `d` with axis `axis` of extent `e`.
 Dim without(const Dim& d, int axis);

@@ -67,9 +67,14 @@ const std::vector<Setting> kSettings = {
      "without waiting for the driver; off: by the launching thread",
      "on"},
     {"GRIDSPAN_LAUNCH_IDLE_DIRECT", K::flag, &C::launch_idle_direct,
-     "with the launch thread: a launch to a GPU with nothing queued or running there is queued "
-     "by the launching thread itself; off: always by the launch thread",
+     "with the launch thread: a launch to a GPU with nothing queued or running there, after a "
+     "host wait, is queued by the launching thread itself; off: always by the launch thread",
      "on"},
+    {"GRIDSPAN_ALLOW_TF32", K::flag, &C::allow_tf32,
+     "float32 matrix products on GPUs may round their inputs to TF32 on the tensor cores "
+     "(faster; about 3e-4 from a double reference where it was 4e-7); off: cuBLAS's single "
+     "precision, bit for bit",
+     "off"},
     {"GRIDSPAN_MAX_TASKS", K::count, &C::max_tasks,
      "a launch waits while this many tasks are unfinished, until half of them have ended (a run "
      "of one process); 0: never",

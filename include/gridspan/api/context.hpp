@@ -31,6 +31,7 @@ namespace detail {
 const std::shared_ptr<runtime::Driver>& context_driver(const Context& ctx);
 /// Compiles a kernel for `driver`'s context and counts it in its stats.
 Kernel compile_kernel(const std::shared_ptr<runtime::Driver>& driver, const KernelDef& def);
+Kernel compile_native(const std::shared_ptr<runtime::Driver>& driver, const NativeDef& def);
 /// The distribution an array gets when none is given: rows over every device, in chunks
 /// no smaller than a floor that keeps per-task overhead to a few percent, of whole blocks
 /// of the array library's kernels (256 threads, the last axis fastest).

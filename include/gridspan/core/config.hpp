@@ -70,11 +70,13 @@ struct Config {
   /// that launches. A chain of launches then costs the larger of the two threads' shares
   /// instead of their sum.
   bool launch_thread = true;
-  /// With the launch thread: a launch to a GPU with nothing queued or running there is queued
-  /// by the launching thread itself (GRIDSPAN_LAUNCH_IDLE_DIRECT): nothing would overlap
-  /// with the hand-over, and a wait right after it finds it running already; off = always
-  /// by the launch thread.
+  /// With the launch thread: a launch to a GPU with nothing queued or running there, made
+  /// after a host wait, is queued by the launching thread itself (GRIDSPAN_LAUNCH_IDLE_DIRECT):
+  /// nothing would overlap with the hand-over, and a wait right after it finds it running
+  /// already (launches in a stream go to the launch thread); off = always by the launch thread.
   bool launch_idle_direct = true;
+  /// float32 matrix products on GPUs may use TF32 tensor cores (GRIDSPAN_ALLOW_TF32).
+  bool allow_tf32 = false;
   /// A launch (or any call that adds tasks) waits while this many tasks are unfinished,
   /// until half of them have ended (GRIDSPAN_MAX_TASKS): a program that launches faster than
   /// its devices run keeps bounded memory. 0 = never waits. In a run of one process.

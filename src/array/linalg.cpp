@@ -1,0 +1,200 @@
+// Matrix products as native tasks over the rows of C: a task's superblock is a chunk of C's
+// rows, it reads those rows of A and the whole of B (the runtime copies B to each device
+// once), and calls BLAS on the chunk's memory (array/blas.hpp). An operand that is a plain
+// transpose of a stored matrix goes to BLAS as that matrix with its transpose flag set;
+// any other view, and a pending expression, is made an array first.
+#include <fmt/format.h>
+
+#include "array/blas.hpp"
+#include "array/expr.hpp"
+#include "array/launch.hpp"
+#include "gridspan/array/linalg.hpp"
+#include "gridspan/core/error.hpp"
+#include "runtime/driver.hpp"
+
+namespace gridspan::array {
+
+namespace {
+
+// An operand as BLAS takes it: a stored row-major matrix, maybe transposed.
+struct Operand {
+  std::shared_ptr<ArrayHandle> stored;  // settled, not a view
+  bool trans = false;
+};
+
+bool plain_transpose(const ArrayHandle& h) {
+  if (!h.is_view || h.view.linear || h.shape.rank() != 2) return false;
+  const Dim& s = h.storage->meta->shape;
+  const detail::ViewMap& v = h.view;
+  return s.rank() == 2 && v.axis[0] == 1 && v.axis[1] == 0 && v.start[0] == 0 && v.start[1] == 0 &&
+         v.step[0] == 1 && v.step[1] == 1 && s[0] == h.shape[1] && s[1] == h.shape[0];
+}
+
+// `h` in `dtype` as BLAS takes it (a copy where it must be one).
+Operand operand(const std::shared_ptr<ArrayHandle>& h, DType dtype) {
+  detail::array_settle(*h);
+  if (h->dtype == dtype && !h->is_view) return {h, false};
+  if (h->dtype == dtype && plain_transpose(*h)) {
+    auto base = std::make_shared<ArrayHandle>();
+    base->driver = h->driver;
+    base->storage = h->storage;
+    base->dtype = h->dtype;
+    base->shape = h->storage->meta->shape;
+    return {base, true};
+  }
+  auto copy = detail::elementwise(EwOp::cast, dtype, {detail::EwArg{h}});
+  detail::array_settle(*copy);
+  return {copy, false};
+}
+
+// The native function multiplying one superblock's rows of C, for dtype T.
+template <class T>
+NativeDef gemm_native(const std::string& name, bool trans_a, bool accumulate, bool allow_tf32) {
+  auto handles = std::make_shared<blas::CublasHandles>();
+  auto fn = [handles, allow_tf32](const NativeContext& nc, Matrix<const T> a, Matrix<const T> b,
+                                  Matrix<T> c, int64_t m, int64_t n, int64_t k, int64_t b0,
+                                  int64_t b1, int64_t ta, int64_t tb, double alpha, double beta) {
+    (void)b0, (void)b1;  // the annotation's: B's stored extents
+    const Rect r = nc.threads(Dim{m});
+    const int64_t r0 = r.lo[0];
+    blas::Gemm g;
+    g.dtype = dtype_v<T>;
+    g.trans_a = ta != 0, g.trans_b = tb != 0;
+    g.m = r.hi[0] - r0, g.n = n, g.k = k;
+    g.alpha = alpha, g.beta = beta;
+    g.lda = a.stride_[0], g.ldb = b.stride_[0], g.ldc = c.stride_[0];
+    g.a = g.trans_a ? a.base_ + r0 : a.base_ + r0 * g.lda;
+    g.b = b.base_;
+    g.c = c.base_ + r0 * g.ldc;
+    if (nc.stream)
+      blas::gpu_gemm(g, *handles, nc.device, nc.stream, allow_tf32);
+    else
+      blas::host_gemm(g);
+  };
+  auto def = NativeDef::from_function(
+      name, fn, {"a", "b", "c", "m", "n", "k", "b0", "b1", "ta", "tb", "alpha", "beta"});
+  def.annotate(fmt::format(
+      "global i => {} c[i, 0 : n - 1], read {}, read b[0 : b0 - 1, 0 : b1 - 1]",
+      accumulate ? "readwrite" : "write", trans_a ? "a[0 : k - 1, i]" : "a[i, 0 : k - 1]"));
+  return def;
+}
+
+NativeDef gemm_native_for(DType dtype, const std::string& name, bool trans_a, bool accumulate,
+                          bool allow_tf32) {
+  switch (dtype) {
+    case DType::f64:
+      return gemm_native<double>(name, trans_a, accumulate, allow_tf32);
+    case DType::f16:
+      return gemm_native<float16>(name, trans_a, accumulate, allow_tf32);
+    case DType::bf16:
+      return gemm_native<bfloat16>(name, trans_a, accumulate, allow_tf32);
+    default:
+      return gemm_native<float>(name, trans_a, accumulate, allow_tf32);
+  }
+}
+
+std::string native_name(DType dtype, bool trans_a, bool accumulate, bool tf32) {
+  return fmt::format("gs_gemm_{}{}{}{}", dtype_name(dtype), trans_a ? "_at" : "",
+                     accumulate ? "_acc" : "", tf32 ? "_tf32" : "");
+}
+
+// Every variant, known to every process by name (under mpirun the other ranks find native
+// functions so).
+bool register_natives() {
+  for (DType d : {DType::f16, DType::bf16, DType::f32, DType::f64})
+    for (bool t : {false, true})
+      for (bool acc : {false, true})
+        for (bool tf32 : {false, true})
+          register_native(gemm_native_for(d, native_name(d, t, acc, tf32), t, acc, tf32));
+  return true;
+}
+const bool registered = register_natives();
+
+// One superblock per chunk of C's rows.
+std::vector<Superblock> row_chunks(const plan::ArrayMeta& c) {
+  std::vector<Superblock> sbs;
+  for (const plan::ChunkMeta& ch : c.chunks)
+    if (!ch.owned.empty())
+      sbs.push_back(Superblock{Rect(1, {ch.owned.lo[0], 0, 0}, {ch.owned.hi[0], 1, 1}), ch.device});
+  return sbs;
+}
+
+void check_operands(const ArrayHandle& a, const ArrayHandle& b, const ArrayHandle* c, DType dtype) {
+  if (a.shape.rank() != 2 || b.shape.rank() != 2)
+    throw Error(fmt::format("matmul of shapes {} and {}: both must be 2-D matrices", a.shape.str(),
+                            b.shape.str()));
+  if (a.shape[1] != b.shape[0])
+    throw Error(fmt::format("matmul of shapes {} and {}: the inner dimensions differ ({} and {})",
+                            a.shape.str(), b.shape.str(), a.shape[1], b.shape[0]));
+  if (!detail::is_float(dtype))
+    throw Error(
+        fmt::format("matmul of {} and {}: BLAS multiplies floating-point matrices; "
+                    "convert first (astype<float>() or astype<double>())",
+                    dtype_name(a.dtype), dtype_name(b.dtype)));
+  if (c && (c->shape != Dim{a.shape[0], b.shape[1]} || c->dtype != dtype))
+    throw Error(fmt::format("gemm's c is {} of shape {}; it must be {} of shape {}",
+                            dtype_name(c->dtype), c->shape.str(), dtype_name(dtype),
+                            Dim{a.shape[0], b.shape[1]}.str()));
+}
+
+}  // namespace
+
+}  // namespace gridspan::array
+
+namespace gridspan::detail {
+
+std::shared_ptr<ArrayHandle> gemm(const std::shared_ptr<ArrayHandle>& a,
+                                  const std::shared_ptr<ArrayHandle>& b, double alpha, double beta,
+                                  const std::shared_ptr<ArrayHandle>& c) {
+  if (!a || !b) throw_null_array();
+  std::lock_guard lock(lazy_mutex());
+  const DType dtype = promote(a->dtype, b->dtype);
+  array::check_operands(*a, *b, c.get(), dtype);
+  const int64_t M = a->shape[0], K = a->shape[1], N = b->shape[1];
+  const auto A = array::operand(a, dtype), B = array::operand(b, dtype);
+  auto driver = a->driver;
+  const Dim shape{M, N};
+  // The result: a copy of c when it is added in, else a fresh array.
+  const bool accumulate = c && beta != 0;
+  std::shared_ptr<ArrayHandle> out;
+  if (accumulate) {
+    out = elementwise(EwOp::cast, dtype, {EwArg{c}});
+    array_settle(*out);
+  } else {
+    out = array_create(driver, dtype, shape, default_distribution(driver, dtype, shape), nullptr);
+  }
+  if (M == 0 || N == 0) return out;
+  if (K == 0) {  // an empty sum: beta c, or zeros
+    if (accumulate)
+      return elementwise(EwOp::mul, dtype,
+                         {EwArg{c}, EwArg{nullptr, ScalarKind::floating, beta, 0}});
+    const unsigned char zeros[8] = {};
+    return array_create(driver, dtype, shape, default_distribution(driver, dtype, shape), zeros);
+  }
+  const bool tf32 = driver->config().allow_tf32;
+  const std::string name = array::native_name(dtype, A.trans, accumulate, tf32);
+  const Kernel& kernel = array::cached_native(
+      driver, name, [&] { return array::gemm_native_for(dtype, name, A.trans, accumulate, tf32); });
+  auto sbs = array::row_chunks(*out->storage->meta);
+  const Dim& bs = B.stored->shape;
+  array::Arguments args;
+  args.array(A.stored->storage, dtype);
+  args.array(B.stored->storage, dtype);
+  args.array(out->storage, dtype);
+  for (int64_t v : {M, N, K, bs[0], bs[1], int64_t(A.trans), int64_t(B.trans)}) args.integer(v);
+  std::vector<LaunchArg> list;
+  args.list_into(list);
+  for (double v : {alpha, accumulate ? beta : 0.0}) {
+    LaunchArg f;
+    f.dtype = DType::f64;
+    f.is_float = true;
+    f.value = v;
+    list.push_back(f);
+  }
+  kernel.launch_packed(
+      Dim{M}, Dim{1},
+      work::custom("matmul rows", [sbs](const Dim&, const Dim&, int) { return sbs; }), list);
+  return out;
+}
+
+}  // namespace gridspan::detail

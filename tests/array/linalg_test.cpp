@@ -1,0 +1,179 @@
+// Matrix products on BLAS per chunk: values against a host reference on 1 to 3 devices,
+// transposed views passed by flag (no copy: one launch), Cumo's 16-bit examples, gemm's
+// alpha, beta and c, and bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "gridspan/gridspan.hpp"
+#include "support/devices.hpp"
+#include "support/random.hpp"
+
+namespace gridspan {
+namespace {
+
+namespace gs = gridspan;
+
+static_assert(std::is_same_v<decltype(gs::matmul(std::declval<gs::Array<float>>(),
+                                                 std::declval<gs::Array<double>>())),
+                             gs::Array<double>>);
+
+// Row-major (m x k) values.
+std::vector<double> values(int64_t n, uint64_t salt) {
+  auto g = test::rng(salt);
+  std::uniform_real_distribution<double> d(-1, 1);
+  std::vector<double> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = d(g);
+  return v;
+}
+template <class T>
+std::vector<T> as(const std::vector<double>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+// alpha a b + beta c, a (m x k), b (k x n), in double.
+std::vector<double> product(const std::vector<double>& a, const std::vector<double>& b, int64_t m,
+                            int64_t k, int64_t n, double alpha = 1, double beta = 0,
+                            const std::vector<double>& c = {}) {
+  std::vector<double> out(static_cast<std::size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t l = 0; l < k; ++l) s += a[i * k + l] * b[l * n + j];
+      out[i * n + j] = alpha * s + (c.empty() ? 0 : beta * c[i * n + j]);
+    }
+  return out;
+}
+std::vector<double> transposed(const std::vector<double>& v, int64_t rows, int64_t cols) {
+  std::vector<double> t(v.size());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) t[j * rows + i] = v[i * cols + j];
+  return t;
+}
+template <class T>
+void expect_near(const std::vector<T>& got, const std::vector<double>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(static_cast<double>(got[i]), want[i], tol) << "element " << i;
+}
+
+template <class T>
+void check_products(int devices, double tol) {
+  gs::Context ctx(test::quiet_config(devices));
+  for (auto [m, k, n] : {std::array<int64_t, 3>{37, 19, 23}, {2, 5, 3}, {300, 64, 40}}) {
+    SCOPED_TRACE(fmt::format("{} devices, ({} x {}) x ({} x {})", devices, m, k, k, n));
+    const auto av = values(m * k, 90 + m), bv = values(k * n, 91 + n);
+    auto a = ctx.from_vector(as<T>(av), {m, k}), b = ctx.from_vector(as<T>(bv), {k, n});
+    const auto before = ctx.stats().launches;
+    auto c = gs::matmul(a, b);
+    EXPECT_EQ(ctx.stats().launches, before + 1);
+    EXPECT_EQ(c.shape(), (Dim{m, n}));
+    expect_near(c.to_vector(), product(av, bv, m, k, n), tol);
+  }
+}
+
+TEST(ArrayMatmul, MatchesTheHostOnOneToThreeDevices) {
+  std::printf("gridspan test seed: %llu\n", static_cast<unsigned long long>(test::base_seed()));
+  for (int devices : {1, 3}) {
+    check_products<float>(devices, 1e-5);
+    check_products<double>(devices, 1e-12);
+  }
+}
+
+// A transposed view goes to BLAS with its flag set: one launch, no copy.
+TEST(ArrayMatmul, TransposedOperandsAreNotCopied) {
+  gs::Context ctx(test::quiet_config(2));
+  const int64_t m = 33, k = 17, n = 21;
+  const auto xv = values(k * m, 92), yv = values(n * k, 93);  // x (k x m), y (n x k)
+  auto x = ctx.from_vector(xv, {k, m}), y = ctx.from_vector(yv, {n, k});
+  const auto a = transposed(xv, k, m), b = transposed(yv, n, k);
+  auto before = ctx.stats().launches;
+  auto c = gs::matmul(x.transpose(), y.transpose());
+  EXPECT_EQ(ctx.stats().launches, before + 1);
+  expect_near(c.to_vector(), product(a, b, m, k, n), 1e-12);
+  auto bv = values(k * n, 94);
+  auto bb = ctx.from_vector(bv, {k, n});
+  before = ctx.stats().launches;
+  auto d = gs::matmul(x.transpose(), bb);
+  EXPECT_EQ(ctx.stats().launches, before + 1);
+  expect_near(d.to_vector(), product(a, bv, m, k, n), 1e-12);
+  // Any other view, and an expression, is made an array first: one launch more.
+  before = ctx.stats().launches;
+  auto e = gs::matmul(x.transpose() * 2.0, bb);
+  EXPECT_EQ(ctx.stats().launches, before + 2);
+  expect_near(e.to_vector(), product(a, bv, m, k, n, 2.0), 1e-12);
+}
+
+// Cumo's half-precision example: the product's true value (102400) passes float16's range,
+// so it is stored as inf; scaled by gemm's alpha first it is kept (102.375). bfloat16 keeps
+// float32's range: 102400 exactly.
+TEST(ArrayMatmul, SixteenBitProductsAccumulateInFloat32AndRoundOnce) {
+  gs::Context ctx(test::quiet_config(1));
+  auto a = gs::ones<gs::float16>(ctx, {1, 1024});
+  auto b = gs::full<gs::float16>(ctx, {1024, 1}, gs::float16(100.0f));
+  EXPECT_TRUE(std::isinf(float(gs::matmul(a, b).to_vector()[0])));
+  EXPECT_EQ(float(gs::gemm(a, b, 0.001).to_vector()[0]), 102.375f);
+  auto ab = gs::ones<gs::bfloat16>(ctx, {1, 1024});
+  auto bb = gs::full<gs::bfloat16>(ctx, {1024, 1}, gs::bfloat16(100.0f));
+  EXPECT_EQ(float(gs::matmul(ab, bb).to_vector()[0]), 102400.0f);
+  // Random 16-bit operands: within the 16-bit rounding of the float32 product.
+  const int64_t m = 20, k = 40, n = 12;
+  const auto av = values(m * k, 95), bv = values(k * n, 96);
+  std::vector<double> ar, br;
+  for (double v : av) ar.push_back(float(gs::float16(float(v))));
+  for (double v : bv) br.push_back(float(gs::float16(float(v))));
+  auto ha = ctx.from_vector(as<gs::float16>(ar), {m, k}),
+       hb = ctx.from_vector(as<gs::float16>(br), {k, n});
+  auto want = product(ar, br, m, k, n);
+  auto got = gs::matmul(ha, hb).to_vector();
+  for (std::size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(float(got[i]), want[i], std::abs(want[i]) / 1024 + 1e-4) << i;
+}
+
+TEST(ArrayMatmul, GemmScalesAndAddsIntoANewArray) {
+  gs::Context ctx(test::quiet_config(2));
+  const int64_t m = 25, k = 9, n = 14;
+  const auto av = values(m * k, 97), bv = values(k * n, 98), cv = values(m * n, 99);
+  auto a = ctx.from_vector(av, {m, k}), b = ctx.from_vector(bv, {k, n}),
+       c = ctx.from_vector(cv, {m, n});
+  auto d = gs::gemm(a, b, 0.5, 2.0, c);
+  expect_near(d.to_vector(), product(av, bv, m, k, n, 0.5, 2.0, cv), 1e-12);
+  expect_near(c.to_vector(), cv, 0);  // c is not written
+  // An empty inner dimension: beta c, or zeros.
+  auto e0 = gs::zeros<double>(ctx, {m, 0}), e1 = gs::zeros<double>(ctx, {0, n});
+  expect_near(gs::matmul(e0, e1).to_vector(), std::vector<double>(m * n, 0.0), 0);
+  auto twice = cv;
+  for (double& v : twice) v *= 2;
+  expect_near(gs::gemm(e0, e1, 1.0, 2.0, c).to_vector(), twice, 1e-15);
+}
+
+TEST(ArrayMatmul, BadOperandsAreErrorsThatSayWhy) {
+  gs::Context ctx(test::quiet_config(1));
+  auto expect_error = [](auto&& f, const std::string& part) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; expected one saying " << part;
+    } catch (const gs::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  auto a = gs::ones<float>(ctx, {3, 4});
+  expect_error(
+      [&] {
+        gs::matmul(a, gs::ones<float>(ctx, {5, 2}));
+      },
+      "inner dimensions differ (4 and 5)");
+  expect_error([&] { gs::matmul(a, gs::ones<float>(ctx, {4})); }, "both must be 2-D");
+  expect_error(
+      [&] {
+        gs::matmul(gs::ones<int32_t>(ctx, {3, 4}), gs::ones<int32_t>(ctx, {4, 2}));
+      },
+      "floating-point");
+  expect_error(
+      [&] {
+        gs::gemm(a, gs::ones<float>(ctx, {4, 2}), 1.0, 1.0, gs::ones<float>(ctx, {2, 3}));
+      },
+      "gemm's c is float32 of shape {2, 3}");
+}
+
+}  // namespace
+}  // namespace gridspan
