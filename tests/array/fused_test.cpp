@@ -9,6 +9,7 @@
 #include "array/rows.hpp"
 #include "gridspan/gridspan.hpp"
 #include "support/devices.hpp"
+#include "support/errors.hpp"
 #include "support/random.hpp"
 #ifdef GRIDSPAN_HAVE_CUDA
 #include "support/nvrtc.hpp"
@@ -413,29 +414,22 @@ TEST(ArrayRows, BadParametersAreErrorsThatSayWhich) {
   gs::Context ctx(test::quiet_config(1));
   auto x = gs::ones<float>(ctx, {3, 4});
   auto ones4 = gs::ones<float>(ctx, {4});
-  auto expect_error = [](auto&& f, const std::string& part) {
-    try {
-      f();
-      ADD_FAILURE() << "no error; expected one saying " << part;
-    } catch (const gs::Error& e) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-    }
-  };
-  expect_error([&] { gs::layer_norm(x, gs::ones<float>(ctx, {5}), ones4); }, "gamma has shape {5}");
-  expect_error(
+  test::expect_error([&] { gs::layer_norm(x, gs::ones<float>(ctx, {5}), ones4); },
+                     "gamma has shape {5}");
+  test::expect_error(
       [&] {
         gs::layer_norm(x, ones4, gs::ones<float>(ctx, {1, 4}));
       },
       "beta has shape {1, 4}");
-  expect_error([&] { gs::rms_norm(x, gs::ones<double>(ctx, {4})); },
-               "gamma is float64 where x is float32");
-  expect_error([&] { gs::softmax(gs::ones<int32_t>(ctx, {3, 4})); }, "softmax of an integer");
-  expect_error(
+  test::expect_error([&] { gs::rms_norm(x, gs::ones<double>(ctx, {4})); },
+                     "gamma is float64 where x is float32");
+  test::expect_error([&] { gs::softmax(gs::ones<int32_t>(ctx, {3, 4})); }, "softmax of an integer");
+  test::expect_error(
       [&] {
         gs::quantize_symmetric(gs::ones<int8_t>(ctx, {3, 4}));
       },
       "quantize_symmetric of an integer");
-  expect_error([&] { gs::softmax(gs::ones<float>(ctx, {})); }, "0-d");
+  test::expect_error([&] { gs::softmax(gs::ones<float>(ctx, {})); }, "0-d");
 }
 
 TEST(ArrayQuantize, TiesAwayFromZeroZeroAndNonFiniteRows) {

@@ -7,6 +7,7 @@
 
 #include "gridspan/gridspan.hpp"
 #include "support/devices.hpp"
+#include "support/errors.hpp"
 #include "support/random.hpp"
 
 namespace gridspan {
@@ -148,27 +149,19 @@ TEST(ArrayMatmul, GemmScalesAndAddsIntoANewArray) {
 
 TEST(ArrayMatmul, BadOperandsAreErrorsThatSayWhy) {
   gs::Context ctx(test::quiet_config(1));
-  auto expect_error = [](auto&& f, const std::string& part) {
-    try {
-      f();
-      ADD_FAILURE() << "no error; expected one saying " << part;
-    } catch (const gs::Error& e) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-    }
-  };
   auto a = gs::ones<float>(ctx, {3, 4});
-  expect_error(
+  test::expect_error(
       [&] {
         gs::matmul(a, gs::ones<float>(ctx, {5, 2}));
       },
       "inner dimensions differ (4 and 5)");
-  expect_error([&] { gs::matmul(a, gs::ones<float>(ctx, {4})); }, "both must be 2-D");
-  expect_error(
+  test::expect_error([&] { gs::matmul(a, gs::ones<float>(ctx, {4})); }, "both must be 2-D");
+  test::expect_error(
       [&] {
         gs::matmul(gs::ones<int32_t>(ctx, {3, 4}), gs::ones<int32_t>(ctx, {4, 2}));
       },
       "floating-point");
-  expect_error(
+  test::expect_error(
       [&] {
         gs::gemm(a, gs::ones<float>(ctx, {4, 2}), 1.0, 1.0, gs::ones<float>(ctx, {2, 3}));
       },
