@@ -197,4 +197,33 @@ std::shared_ptr<ArrayHandle> gemm(const std::shared_ptr<ArrayHandle>& a,
   return out;
 }
 
+std::shared_ptr<ArrayHandle> matmul(const std::shared_ptr<ArrayHandle>& a,
+                                    const std::shared_ptr<ArrayHandle>& b, const char* what) {
+  if (!a || !b) throw_null_array();
+  const int ra = a->shape.rank(), rb = b->shape.rank();
+  if (ra == 0 || rb == 0 || ra > 2 || rb > 2)
+    throw Error(
+        fmt::format("{} of shapes {} and {}: operands of 1 or 2 axes are supported ({}; "
+                    "a 0-d operand is a scalar: use *)",
+                    what, a->shape.str(), b->shape.str(),
+                    ra > 2 || rb > 2 ? "batched 3-D operands not yet" : "NumPy's rule"));
+  const int64_t ka = a->shape[ra - 1], kb = b->shape[0];
+  if (ka != kb)
+    throw Error(fmt::format("{} of shapes {} and {}: the inner dimensions differ ({} and {})", what,
+                            a->shape.str(), b->shape.str(), ka, kb));
+  if (ra == 2 && rb == 2) return gemm(a, b, 1.0, 0.0, nullptr);
+  auto a2 = ra == 1 ? view_reshape(a, Dim{1, ka}) : a;
+  auto b2 = rb == 1 ? view_reshape(b, Dim{kb, 1}) : b;
+  auto c = gemm(a2, b2, 1.0, 0.0, nullptr);
+  Dim shape = ra == 1 && rb == 1 ? Dim() : ra == 1 ? Dim{c->shape[1]} : Dim{c->shape[0]};
+  return view_reshape(c, shape);
+}
+
+std::shared_ptr<ArrayHandle> inner(const std::shared_ptr<ArrayHandle>& a,
+                                   const std::shared_ptr<ArrayHandle>& b) {
+  if (!a || !b) throw_null_array();
+  if (b->shape.rank() != 2) return matmul(a, b, "inner");
+  return matmul(a, view_transpose(b, {1, 0}), "inner");
+}
+
 }  // namespace gridspan::detail

@@ -147,6 +147,32 @@ TEST(ArrayMatmul, GemmScalesAndAddsIntoANewArray) {
   expect_near(gs::gemm(e0, e1, 1.0, 2.0, c).to_vector(), twice, 1e-15);
 }
 
+// NumPy's rules for vectors: a 1-D a is a row, a 1-D b a column, and their axis is dropped;
+// dot is matmul for these ranks; inner sums over both last axes (b's transpose by flag).
+TEST(ArrayMatmul, VectorsDotAndInner) {
+  gs::Context ctx(test::quiet_config(2));
+  const int64_t m = 7, k = 11, n = 5;
+  const auto av = values(m * k, 100), bv = values(k * n, 101), u = values(k, 102),
+             w = values(k, 103), ev = values(n * k, 104);
+  auto a = ctx.from_vector(av, {m, k}), b = ctx.from_vector(bv, {k, n});
+  auto x = ctx.from_vector(u, {k}), y = ctx.from_vector(w, {k});
+  auto e = ctx.from_vector(ev, {n, k});
+  auto ax = gs::matmul(a, x);
+  EXPECT_EQ(ax.shape(), Dim{m});
+  expect_near(ax.to_vector(), product(av, u, m, k, 1), 1e-12);
+  auto xb = gs::dot(x, b);
+  EXPECT_EQ(xb.shape(), Dim{n});
+  expect_near(xb.to_vector(), product(u, bv, 1, k, n), 1e-12);
+  auto xy = gs::dot(x, y);
+  EXPECT_EQ(xy.shape(), Dim());
+  EXPECT_NEAR(xy.item(), product(u, w, 1, k, 1)[0], 1e-12);
+  auto ae = gs::inner(a, e);  // a e^T: (m, n)
+  EXPECT_EQ(ae.shape(), (Dim{m, n}));
+  expect_near(ae.to_vector(), product(av, transposed(ev, n, k), m, k, n), 1e-12);
+  EXPECT_NEAR(gs::inner(x, y).item(), xy.item(), 1e-15);
+  expect_near(gs::inner(x, e).to_vector(), product(u, transposed(ev, n, k), 1, k, n), 1e-12);
+}
+
 TEST(ArrayMatmul, BadOperandsAreErrorsThatSayWhy) {
   gs::Context ctx(test::quiet_config(1));
   auto a = gs::ones<float>(ctx, {3, 4});
@@ -155,7 +181,13 @@ TEST(ArrayMatmul, BadOperandsAreErrorsThatSayWhy) {
         gs::matmul(a, gs::ones<float>(ctx, {5, 2}));
       },
       "inner dimensions differ (4 and 5)");
-  test::expect_error([&] { gs::matmul(a, gs::ones<float>(ctx, {4})); }, "both must be 2-D");
+  test::expect_error(
+      [&] {
+        gs::matmul(a, gs::ones<float>(ctx, {2, 3, 4}));
+      },
+      "batched 3-D operands not yet");
+  test::expect_error([&] { gs::dot(a, gs::ones<float>(ctx, {})); }, "dot of shapes");
+  test::expect_error([&] { gs::matmul(gs::ones<float>(ctx, {5}), a); }, "differ (5 and 3)");
   test::expect_error(
       [&] {
         gs::matmul(gs::ones<int32_t>(ctx, {3, 4}), gs::ones<int32_t>(ctx, {4, 2}));

@@ -18,13 +18,33 @@ namespace detail {
 std::shared_ptr<ArrayHandle> gemm(const std::shared_ptr<ArrayHandle>& a,
                                   const std::shared_ptr<ArrayHandle>& b, double alpha, double beta,
                                   const std::shared_ptr<ArrayHandle>& c);
+/// NumPy's matmul of 1-D and 2-D operands (a 1-D a is a row, a 1-D b a column, and the
+/// axis they add is dropped from the result). `what` names the call in errors.
+std::shared_ptr<ArrayHandle> matmul(const std::shared_ptr<ArrayHandle>& a,
+                                    const std::shared_ptr<ArrayHandle>& b, const char* what);
+/// NumPy's inner: a sum over the last axes of both (a b^T for matrices).
+std::shared_ptr<ArrayHandle> inner(const std::shared_ptr<ArrayHandle>& a,
+                                   const std::shared_ptr<ArrayHandle>& b);
 }  // namespace detail
 
-/// The matrix product of 2-D a (M, K) and b (K, N): (M, N), in their promoted dtype.
+/// NumPy's matmul: 2-D a (M, K) by b (K, N) gives (M, N); a 1-D a is a row and a 1-D b a
+/// column, whose axis the result drops (two vectors give a 0-d array). The promoted dtype.
 template <class A, class B>
 auto matmul(const Array<A>& a, const Array<B>& b) {
   using R = type_of_dtype_t<promote(dtype_v<A>, dtype_v<B>)>;
-  return Array<R>(detail::gemm(a.shared(), b.shared(), 1.0, 0.0, nullptr));
+  return Array<R>(detail::matmul(a.shared(), b.shared(), "matmul"));
+}
+/// NumPy's dot for operands of at most 2 axes: the same as matmul.
+template <class A, class B>
+auto dot(const Array<A>& a, const Array<B>& b) {
+  using R = type_of_dtype_t<promote(dtype_v<A>, dtype_v<B>)>;
+  return Array<R>(detail::matmul(a.shared(), b.shared(), "dot"));
+}
+/// NumPy's inner: the sum over both last axes (a b^T for matrices, b's transpose by flag).
+template <class A, class B>
+auto inner(const Array<A>& a, const Array<B>& b) {
+  using R = type_of_dtype_t<promote(dtype_v<A>, dtype_v<B>)>;
+  return Array<R>(detail::inner(a.shared(), b.shared()));
 }
 
 /// alpha a b (Cumo's gemm): the product scaled before it is stored, so that a 16-bit product
