@@ -81,14 +81,15 @@ std::string lead_index(int rank) {
 }
 
 // A loop over the thread's elements of the row running `body` with `x` (the element, in the
-// accumulator's type) and `gs_j` (its index along the last axis) bound.
+// accumulator's type) and `gs_j` (its index along the last axis) bound. The registers' loop
+// has a guard, not a break, so that it unrolls and gs_r stays in registers.
 std::string each(const RowPlan& plan, const Program& p, const std::string& body) {
   const int last = plan.rank - 1;
   if (plan.per_thread > 0)
     return fmt::format(
         "#pragma unroll\n  for (int gs_k = 0; gs_k < {0}; ++gs_k) {{\n"
         "    const int64_t gs_j = threadIdx.x + (int64_t)gs_k * blockDim.x;\n"
-        "    if (gs_j >= n{1}) break;\n    const A x = gs_r[gs_k];\n{2}  }}\n",
+        "    if (gs_j < n{1}) {{\n    const A x = gs_r[gs_k];\n{2}    }}\n  }}\n",
         plan.per_thread, last, body);
   return fmt::format(
       "  for (int64_t gs_j = threadIdx.x; gs_j < n{0}; gs_j += blockDim.x) {{\n"
