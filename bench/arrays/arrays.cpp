@@ -8,6 +8,8 @@
 // R calls ending with one synchronize, divided by R.
 #include <gridspan/gridspan.hpp>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -15,6 +17,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -288,6 +291,40 @@ void run_activations(gs::Context& ctx, const std::vector<float>& xv, int64_t n, 
 
 // matmul of n x n by n x n (n = sqrt of the size), float32 and bfloat16; "bytes" are the
 // flops (2 n^3), so that "gbps" reads as GFLOP/s.
+// OpenBLAS's sgemm called directly on host copies of the operands, with its own threads (every
+// core): the cpu backend's matmul target. Reported as library "openblas"; skipped where
+// OpenBLAS cannot be loaded.
+void run_openblas(const std::vector<float>& a, const std::vector<float>& b, int64_t n, int reps) {
+  void* lib = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return;
+  using Sgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int,
+                         float, float*, int);
+  using Threads = void (*)(int);
+  auto sgemm = reinterpret_cast<Sgemm>(dlsym(lib, "cblas_sgemm"));
+  auto threads = reinterpret_cast<Threads>(dlsym(lib, "openblas_set_num_threads"));
+  if (!sgemm) return;
+  if (threads) threads(static_cast<int>(std::thread::hardware_concurrency()));
+  std::vector<float> c(a.size());
+  const int m = static_cast<int>(n);
+  auto call = [&] {
+    sgemm(101, 111, 111, m, m, m, 1.0f, a.data(), m, b.data(), m, 0.0f, c.data(), m);
+  };
+  call();
+  std::vector<double> each;
+  for (int i = 0; i < reps; ++i) {
+    const auto t = Clock::now();
+    call();
+    each.push_back(ms_since(t));
+  }
+  std::sort(each.begin(), each.end());
+  const double ms = each[each.size() / 2], flops = 2.0 * double(n) * n * n;
+  std::printf(
+      "{\"library\": \"openblas\", \"bench\": \"matmul_f32\", \"n\": %lld, \"gpu_ms\": %.6f, "
+      "\"wall_us_per_call\": %.3f, \"bytes\": %.0f, \"gbps\": %.3f}\n",
+      static_cast<long long>(n), ms, ms * 1000, flops, flops / ms / 1e6);
+  if (threads) threads(1);  // as the library's cpu devices call it
+}
+
 template <class T>
 void run_matmul(gs::Context& ctx, int64_t n, int reps, const char* bench) {
   auto a = gs::random::uniform<float>(ctx, {n, n}, 1, -1.0f, 1.0f).astype<T>();
@@ -307,6 +344,8 @@ void run_matmul(gs::Context& ctx, int64_t n, int reps, const char* bench) {
   }
   gs::Array<T> out;
   timed(ctx, bench, n, 2.0 * double(n) * n * n, reps, [&] { out = gs::matmul(a, b); });
+  if constexpr (std::is_same_v<T, float>)
+    if (ctx.backend_name() == "cpu") run_openblas(av, bv, n, reps);
 }
 
 void run_fused(gs::Context& ctx, int64_t n, int reps) {
