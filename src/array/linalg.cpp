@@ -79,36 +79,32 @@ NativeDef gemm_native(const std::string& name, bool trans_a, bool accumulate, bo
   return def;
 }
 
-NativeDef gemm_native_for(DType dtype, const std::string& name, bool trans_a, bool accumulate,
-                          bool allow_tf32) {
+// `f(T())` for the C++ type of a floating dtype.
+template <class F>
+NativeDef with_float_type(DType dtype, F&& f) {
   switch (dtype) {
     case DType::f64:
-      return gemm_native<double>(name, trans_a, accumulate, allow_tf32);
+      return f(double());
     case DType::f16:
-      return gemm_native<float16>(name, trans_a, accumulate, allow_tf32);
+      return f(float16());
     case DType::bf16:
-      return gemm_native<bfloat16>(name, trans_a, accumulate, allow_tf32);
+      return f(bfloat16());
     default:
-      return gemm_native<float>(name, trans_a, accumulate, allow_tf32);
+      return f(float());
   }
+}
+
+NativeDef gemm_native_for(DType dtype, const std::string& name, bool trans_a, bool accumulate,
+                          bool allow_tf32) {
+  return with_float_type(dtype, [&](auto t) {
+    return gemm_native<decltype(t)>(name, trans_a, accumulate, allow_tf32);
+  });
 }
 
 std::string native_name(DType dtype, bool trans_a, bool accumulate, bool tf32) {
   return fmt::format("gs_gemm_{}{}{}{}", dtype_name(dtype), trans_a ? "_at" : "",
                      accumulate ? "_acc" : "", tf32 ? "_tf32" : "");
 }
-
-// Every variant, known to every process by name (under mpirun the other ranks find native
-// functions so).
-bool register_natives() {
-  for (DType d : {DType::f16, DType::bf16, DType::f32, DType::f64})
-    for (bool t : {false, true})
-      for (bool acc : {false, true})
-        for (bool tf32 : {false, true})
-          register_native(gemm_native_for(d, native_name(d, t, acc, tf32), t, acc, tf32));
-  return true;
-}
-const bool registered = register_natives();
 
 // One superblock per chunk of C's rows.
 std::vector<Superblock> row_chunks(const plan::ArrayMeta& c) {
@@ -136,6 +132,117 @@ void check_operands(const ArrayHandle& a, const ArrayHandle& b, const ArrayHandl
                             dtype_name(c->dtype), c->shape.str(), dtype_name(dtype),
                             Dim{a.shape[0], b.shape[1]}.str()));
 }
+
+// ---- batched products: 3-D operands, the batch axis broadcast ------------------------------
+
+// How a batched product reads an operand: a matrix shared by every batch (2-D), a 3-D array
+// of one batch (shared too), or one matrix per batch.
+enum class Batch { matrix, one, each };
+
+const char* batch_tag(Batch k) {
+  return k == Batch::matrix ? "m" : k == Batch::one ? "o" : "e";
+}
+
+// The annotation's read of an operand (rows `rows`, columns `cols`) for batch `g`.
+std::string batch_rule(const char* name, Batch k, const std::string& rows,
+                       const std::string& cols) {
+  if (k == Batch::matrix) return fmt::format("read {}[{}, {}]", name, rows, cols);
+  return fmt::format("read {}[{}, {}, {}]", name, k == Batch::one ? "0" : "g", rows, cols);
+}
+
+// The matrix of batch `g` of a 2-D or 3-D view, and its row stride.
+template <class V>
+auto batch_matrix(const V& v, int64_t g, int64_t& ld) {
+  if constexpr (V::rank == 2) {
+    ld = v.stride_[0];
+    return v.base_;
+  } else {
+    ld = v.stride_[1];
+    return v.base_ + g * v.stride_[0];
+  }
+}
+
+// One superblock's batches and rows of C: a gemm per batch.
+template <class T, int RA, int RB>
+NativeDef batched_native(const std::string& name, Batch ka, Batch kb, bool allow_tf32) {
+  using VA = std::conditional_t<RA == 2, Matrix<const T>, Tensor<const T>>;
+  using VB = std::conditional_t<RB == 2, Matrix<const T>, Tensor<const T>>;
+  auto handles = std::make_shared<blas::CublasHandles>();
+  auto fn = [handles, allow_tf32](const NativeContext& nc, VA a, VB b, Tensor<T> c, int64_t m,
+                                  int64_t n, int64_t k, int64_t batches, int64_t ba, int64_t bb) {
+    const Rect r = nc.threads(Dim{m, batches});
+    for (int64_t g = r.lo[1]; g < r.hi[1]; ++g) {
+      blas::Gemm gm;
+      gm.dtype = dtype_v<T>;
+      gm.m = r.hi[0] - r.lo[0], gm.n = n, gm.k = k;
+      gm.a = batch_matrix(a, ba == 1 ? 0 : g, gm.lda) + r.lo[0] * gm.lda;
+      gm.b = batch_matrix(b, bb == 1 ? 0 : g, gm.ldb);
+      gm.c = batch_matrix(c, g, gm.ldc) + r.lo[0] * gm.ldc;
+      if (nc.stream)
+        blas::gpu_gemm(gm, *handles, nc.device, nc.stream, allow_tf32);
+      else
+        blas::host_gemm(gm);
+    }
+  };
+  auto def =
+      NativeDef::from_function(name, fn, {"a", "b", "c", "m", "n", "k", "batches", "ba", "bb"});
+  def.annotate(fmt::format("global [i, g] => write c[g, i, 0 : n - 1], {}, {}",
+                           batch_rule("a", ka, "i", "0 : k - 1"),
+                           batch_rule("b", kb, "0 : k - 1", "0 : n - 1")));
+  return def;
+}
+
+template <class T>
+NativeDef batched_for(const std::string& name, Batch ka, Batch kb, bool tf32) {
+  const bool a3 = ka != Batch::matrix, b3 = kb != Batch::matrix;
+  if (a3 && b3) return batched_native<T, 3, 3>(name, ka, kb, tf32);
+  if (a3) return batched_native<T, 3, 2>(name, ka, kb, tf32);
+  return batched_native<T, 2, 3>(name, ka, kb, tf32);
+}
+
+NativeDef batched_native_for(DType dtype, const std::string& name, Batch ka, Batch kb, bool tf32) {
+  return with_float_type(dtype,
+                         [&](auto t) { return batched_for<decltype(t)>(name, ka, kb, tf32); });
+}
+
+std::string batched_name(DType dtype, Batch ka, Batch kb, bool tf32) {
+  return fmt::format("gs_bmm_{}_{}{}{}", dtype_name(dtype), batch_tag(ka), batch_tag(kb),
+                     tf32 ? "_tf32" : "");
+}
+
+Batch batch_kind(const ArrayHandle& h) {
+  if (h.shape.rank() == 2) return Batch::matrix;
+  return h.shape[0] == 1 ? Batch::one : Batch::each;
+}
+
+// One superblock per chunk of C's batches (all its rows).
+std::vector<Superblock> batch_chunks(const plan::ArrayMeta& c) {
+  std::vector<Superblock> sbs;
+  for (const plan::ChunkMeta& ch : c.chunks)
+    if (!ch.owned.empty())
+      sbs.push_back(
+          Superblock{Rect(2, {0, ch.owned.lo[0], 0}, {c.shape[1], ch.owned.hi[0], 1}), ch.device});
+  return sbs;
+}
+
+// Every variant, known to every process by name (under mpirun the other ranks find native
+// functions so).
+bool register_natives() {
+  for (DType d : {DType::f16, DType::bf16, DType::f32, DType::f64})
+    for (bool t : {false, true})
+      for (bool acc : {false, true})
+        for (bool tf32 : {false, true})
+          register_native(gemm_native_for(d, native_name(d, t, acc, tf32), t, acc, tf32));
+  const Batch kinds[] = {Batch::matrix, Batch::one, Batch::each};
+  for (DType d : {DType::f16, DType::bf16, DType::f32, DType::f64})
+    for (Batch ka : kinds)
+      for (Batch kb : kinds)
+        for (bool tf32 : {false, true})
+          if (ka != Batch::matrix || kb != Batch::matrix)
+            register_native(batched_native_for(d, batched_name(d, ka, kb, tf32), ka, kb, tf32));
+  return true;
+}
+const bool registered = register_natives();
 
 }  // namespace
 
@@ -197,16 +304,68 @@ std::shared_ptr<ArrayHandle> gemm(const std::shared_ptr<ArrayHandle>& a,
   return out;
 }
 
+namespace {
+
+// a (B, M, K) or (M, K) by b (B, K, N) or (K, N): (B, M, N), a batch of 1 broadcast.
+std::shared_ptr<ArrayHandle> batched(const std::shared_ptr<ArrayHandle>& a,
+                                     const std::shared_ptr<ArrayHandle>& b, const char* what) {
+  const Dim& as = a->shape;
+  const Dim& bs = b->shape;
+  const int64_t ba = as.rank() == 3 ? as[0] : 1, bb = bs.rank() == 3 ? bs[0] : 1;
+  const int64_t M = as[as.rank() - 2], K = as[as.rank() - 1], N = bs[bs.rank() - 1];
+  if (bs[bs.rank() - 2] != K)
+    throw Error(fmt::format("{} of shapes {} and {}: the inner dimensions differ ({} and {})", what,
+                            as.str(), bs.str(), K, bs[bs.rank() - 2]));
+  if (ba != bb && ba != 1 && bb != 1)
+    throw Error(fmt::format("{} of shapes {} and {}: the batch axes cannot broadcast ({} and {})",
+                            what, as.str(), bs.str(), ba, bb));
+  const DType dtype = promote(a->dtype, b->dtype);
+  if (!is_float(dtype))
+    throw Error(
+        fmt::format("{} of {} and {}: BLAS multiplies floating-point matrices; convert "
+                    "first (astype<float>() or astype<double>())",
+                    what, dtype_name(a->dtype), dtype_name(b->dtype)));
+  std::lock_guard lock(lazy_mutex());
+  auto A = array::operand(a, dtype), B = array::operand(b, dtype);
+  if (A.trans) A = {elementwise(EwOp::cast, dtype, {EwArg{a}}), false}, array_settle(*A.stored);
+  if (B.trans) B = {elementwise(EwOp::cast, dtype, {EwArg{b}}), false}, array_settle(*B.stored);
+  const int64_t batches = std::max(ba, bb);
+  auto driver = a->driver;
+  const Dim shape{batches, M, N};
+  const unsigned char zeros[8] = {};  // an empty sum is zero
+  auto out = array_create(driver, dtype, shape, default_distribution(driver, dtype, shape),
+                          K == 0 ? zeros : nullptr);
+  if (batches == 0 || M == 0 || N == 0 || K == 0) return out;
+  const auto ka = array::batch_kind(*A.stored), kb = array::batch_kind(*B.stored);
+  const bool tf32 = driver->config().allow_tf32;
+  const std::string name = array::batched_name(dtype, ka, kb, tf32);
+  const Kernel& kernel = array::cached_native(
+      driver, name, [&] { return array::batched_native_for(dtype, name, ka, kb, tf32); });
+  auto sbs = array::batch_chunks(*out->storage->meta);
+  array::Arguments args;
+  args.array(A.stored->storage, dtype);
+  args.array(B.stored->storage, dtype);
+  args.array(out->storage, dtype);
+  for (int64_t v : {M, N, K, batches, ba, bb}) args.integer(v);
+  kernel.launch_packed(
+      Dim{M, batches}, Dim{1, 1},
+      work::custom("matmul batches", [sbs](const Dim&, const Dim&, int) { return sbs; }),
+      args.list());
+  return out;
+}
+
+}  // namespace
+
 std::shared_ptr<ArrayHandle> matmul(const std::shared_ptr<ArrayHandle>& a,
                                     const std::shared_ptr<ArrayHandle>& b, const char* what) {
   if (!a || !b) throw_null_array();
   const int ra = a->shape.rank(), rb = b->shape.rank();
-  if (ra == 0 || rb == 0 || ra > 2 || rb > 2)
-    throw Error(
-        fmt::format("{} of shapes {} and {}: operands of 1 or 2 axes are supported ({}; "
-                    "a 0-d operand is a scalar: use *)",
-                    what, a->shape.str(), b->shape.str(),
-                    ra > 2 || rb > 2 ? "batched 3-D operands not yet" : "NumPy's rule"));
+  if (ra == 0 || rb == 0 || ra > 3 || rb > 3 || (ra == 3 && rb == 1) || (ra == 1 && rb == 3))
+    throw Error(fmt::format(
+        "{} of shapes {} and {}: operands of 1 to 3 axes are supported, a vector with a matrix "
+        "(a 0-d operand is a scalar: use *; a vector with a batch of matrices is not yet)",
+        what, a->shape.str(), b->shape.str()));
+  if (ra == 3 || rb == 3) return batched(a, b, what);
   const int64_t ka = a->shape[ra - 1], kb = b->shape[0];
   if (ka != kb)
     throw Error(fmt::format("{} of shapes {} and {}: the inner dimensions differ ({} and {})", what,

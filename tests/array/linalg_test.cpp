@@ -173,6 +173,51 @@ TEST(ArrayMatmul, VectorsDotAndInner) {
   expect_near(gs::inner(x, e).to_vector(), product(u, transposed(ev, n, k), 1, k, n), 1e-12);
 }
 
+// Batched products: 3-D operands, a shared matrix or a batch of one broadcast over the
+// other's batches, the batches spread over the devices.
+TEST(ArrayMatmul, BatchesBroadcastLikeNumPy) {
+  gs::Context ctx(test::quiet_config(2));
+  const int64_t m = 6, k = 5, n = 4, batches = 3;
+  const auto av = values(batches * m * k, 105), bv = values(batches * k * n, 106);
+  const auto a2 = values(m * k, 107), b2 = values(k * n, 108);
+  auto a = ctx.from_vector(av, {batches, m, k}), b = ctx.from_vector(bv, {batches, k, n});
+  auto one_b = ctx.from_vector(b2, {1, k, n});
+  auto mat_a = ctx.from_vector(a2, {m, k}), mat_b = ctx.from_vector(b2, {k, n});
+  auto slice = [](const std::vector<double>& v, int64_t g, int64_t size) {
+    return std::vector<double>(v.begin() + g * size, v.begin() + (g + 1) * size);
+  };
+  // The product of batch g of each operand (size 0: the same matrix for every batch).
+  auto expect = [&](const gs::Array<double>& c, const std::vector<double>& x, int64_t xs,
+                    const std::vector<double>& y, int64_t ys) {
+    EXPECT_EQ(c.shape(), (Dim{batches, m, n}));
+    const auto got = c.to_vector();
+    for (int64_t g = 0; g < batches; ++g) {
+      auto want = product(xs ? slice(x, g, xs) : x, ys ? slice(y, g, ys) : y, m, k, n);
+      for (int64_t i = 0; i < m * n; ++i)
+        ASSERT_NEAR(got[g * m * n + i], want[i], 1e-12) << "batch " << g << ", " << i;
+    }
+  };
+  const auto before = ctx.stats().launches;
+  auto c1 = gs::matmul(a, b);
+  EXPECT_EQ(ctx.stats().launches, before + 1);
+  expect(c1, av, m * k, bv, k * n);
+  expect(gs::matmul(a, mat_b), av, m * k, b2, 0);
+  expect(gs::matmul(mat_a, b), a2, 0, bv, k * n);
+  expect(gs::matmul(a, one_b), av, m * k, b2, 0);
+  test::expect_error(
+      [&] {
+        gs::matmul(a, ctx.from_vector(values(4 * k * n, 109), {4, k, n}));
+      },
+      "the batch axes cannot broadcast (3 and 4)");
+  test::expect_error(
+      [&] {
+        gs::matmul(a, gs::ones<double>(ctx, {batches, k + 1, n}));
+      },
+      "inner dimensions differ (5 and 6)");
+  auto empty = gs::matmul(gs::zeros<double>(ctx, {batches, m, 0}), gs::zeros<double>(ctx, {0, n}));
+  for (double v : empty.to_vector()) EXPECT_EQ(v, 0.0);
+}
+
 TEST(ArrayMatmul, BadOperandsAreErrorsThatSayWhy) {
   gs::Context ctx(test::quiet_config(1));
   auto a = gs::ones<float>(ctx, {3, 4});
@@ -183,9 +228,9 @@ TEST(ArrayMatmul, BadOperandsAreErrorsThatSayWhy) {
       "inner dimensions differ (4 and 5)");
   test::expect_error(
       [&] {
-        gs::matmul(a, gs::ones<float>(ctx, {2, 3, 4}));
+        gs::matmul(gs::ones<float>(ctx, {4}), gs::ones<float>(ctx, {2, 4, 3}));
       },
-      "batched 3-D operands not yet");
+      "a vector with a batch of matrices is not yet");
   test::expect_error([&] { gs::dot(a, gs::ones<float>(ctx, {})); }, "dot of shapes");
   test::expect_error([&] { gs::matmul(gs::ones<float>(ctx, {5}), a); }, "differ (5 and 3)");
   test::expect_error(
