@@ -106,6 +106,18 @@ std::string native_name(DType dtype, bool trans_a, bool accumulate, bool tf32) {
                      accumulate ? "_acc" : "", tf32 ? "_tf32" : "");
 }
 
+// C's distribution: the library's default cuts rows for memory-bound work (chunks of at
+// least 8 MiB on cpu devices, 256 MiB on GPUs), which leaves a product of small matrices on
+// one device; with at least 2^27 flops per device its rows (or batches) go over all of them.
+DataDistribution product_distribution(const std::shared_ptr<runtime::Driver>& driver, DType dtype,
+                                      const Dim& shape, int64_t k) {
+  const int64_t devices = driver->device_count(), rows = shape[0];
+  const double flops = 2.0 * double(shape.volume()) * double(k);
+  if (devices > 1 && rows >= devices && flops >= double(devices) * double(int64_t(1) << 27))
+    return dist::rows((rows + devices - 1) / devices);
+  return detail::default_distribution(driver, dtype, shape);
+}
+
 // One superblock per chunk of C's rows.
 std::vector<Superblock> row_chunks(const plan::ArrayMeta& c) {
   std::vector<Superblock> sbs;
@@ -268,7 +280,8 @@ std::shared_ptr<ArrayHandle> gemm(const std::shared_ptr<ArrayHandle>& a,
     out = elementwise(EwOp::cast, dtype, {EwArg{c}});
     array_settle(*out);
   } else {
-    out = array_create(driver, dtype, shape, default_distribution(driver, dtype, shape), nullptr);
+    out = array_create(driver, dtype, shape, array::product_distribution(driver, dtype, shape, K),
+                       nullptr);
   }
   if (M == 0 || N == 0) return out;
   if (K == 0) {  // an empty sum: beta c, or zeros
@@ -333,8 +346,9 @@ std::shared_ptr<ArrayHandle> batched(const std::shared_ptr<ArrayHandle>& a,
   auto driver = a->driver;
   const Dim shape{batches, M, N};
   const unsigned char zeros[8] = {};  // an empty sum is zero
-  auto out = array_create(driver, dtype, shape, default_distribution(driver, dtype, shape),
-                          K == 0 ? zeros : nullptr);
+  auto out =
+      array_create(driver, dtype, shape, array::product_distribution(driver, dtype, shape, K),
+                   K == 0 ? zeros : nullptr);
   if (batches == 0 || M == 0 || N == 0 || K == 0) return out;
   const auto ka = array::batch_kind(*A.stored), kb = array::batch_kind(*B.stored);
   const bool tf32 = driver->config().allow_tf32;
