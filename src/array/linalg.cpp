@@ -30,11 +30,12 @@ bool plain_transpose(const ArrayHandle& h) {
          v.step[0] == 1 && v.step[1] == 1 && s[0] == h.shape[1] && s[1] == h.shape[0];
 }
 
-// `h` in `dtype` as BLAS takes it (a copy where it must be one).
-Operand operand(const std::shared_ptr<ArrayHandle>& h, DType dtype) {
+// `h` in `dtype` as BLAS takes it (a copy where it must be one); a plain transpose passed by
+// its flag where `by_flag`.
+Operand operand(const std::shared_ptr<ArrayHandle>& h, DType dtype, bool by_flag) {
   detail::array_settle(*h);
   if (h->dtype == dtype && !h->is_view) return {h, false};
-  if (h->dtype == dtype && plain_transpose(*h)) {
+  if (by_flag && h->dtype == dtype && plain_transpose(*h)) {
     auto base = std::make_shared<ArrayHandle>();
     base->driver = h->driver;
     base->storage = h->storage;
@@ -127,6 +128,14 @@ std::vector<Superblock> row_chunks(const plan::ArrayMeta& c) {
   return sbs;
 }
 
+void check_float(const char* what, const ArrayHandle& a, const ArrayHandle& b, DType dtype) {
+  if (!detail::is_float(dtype))
+    throw Error(
+        fmt::format("{} of {} and {}: BLAS multiplies floating-point matrices; convert "
+                    "first (astype<float>() or astype<double>())",
+                    what, dtype_name(a.dtype), dtype_name(b.dtype)));
+}
+
 void check_operands(const ArrayHandle& a, const ArrayHandle& b, const ArrayHandle* c, DType dtype) {
   if (a.shape.rank() != 2 || b.shape.rank() != 2)
     throw Error(fmt::format("matmul of shapes {} and {}: both must be 2-D matrices", a.shape.str(),
@@ -134,11 +143,7 @@ void check_operands(const ArrayHandle& a, const ArrayHandle& b, const ArrayHandl
   if (a.shape[1] != b.shape[0])
     throw Error(fmt::format("matmul of shapes {} and {}: the inner dimensions differ ({} and {})",
                             a.shape.str(), b.shape.str(), a.shape[1], b.shape[0]));
-  if (!detail::is_float(dtype))
-    throw Error(
-        fmt::format("matmul of {} and {}: BLAS multiplies floating-point matrices; "
-                    "convert first (astype<float>() or astype<double>())",
-                    dtype_name(a.dtype), dtype_name(b.dtype)));
+  check_float("matmul", a, b, dtype);
   if (c && (c->shape != Dim{a.shape[0], b.shape[1]} || c->dtype != dtype))
     throw Error(fmt::format("gemm's c is {} of shape {}; it must be {} of shape {}",
                             dtype_name(c->dtype), c->shape.str(), dtype_name(dtype),
@@ -270,7 +275,7 @@ std::shared_ptr<ArrayHandle> gemm(const std::shared_ptr<ArrayHandle>& a,
   const DType dtype = promote(a->dtype, b->dtype);
   array::check_operands(*a, *b, c.get(), dtype);
   const int64_t M = a->shape[0], K = a->shape[1], N = b->shape[1];
-  const auto A = array::operand(a, dtype), B = array::operand(b, dtype);
+  const auto A = array::operand(a, dtype, true), B = array::operand(b, dtype, true);
   auto driver = a->driver;
   const Dim shape{M, N};
   // The result: a copy of c when it is added in, else a fresh array.
@@ -333,15 +338,10 @@ std::shared_ptr<ArrayHandle> batched(const std::shared_ptr<ArrayHandle>& a,
     throw Error(fmt::format("{} of shapes {} and {}: the batch axes cannot broadcast ({} and {})",
                             what, as.str(), bs.str(), ba, bb));
   const DType dtype = promote(a->dtype, b->dtype);
-  if (!is_float(dtype))
-    throw Error(
-        fmt::format("{} of {} and {}: BLAS multiplies floating-point matrices; convert "
-                    "first (astype<float>() or astype<double>())",
-                    what, dtype_name(a->dtype), dtype_name(b->dtype)));
+  array::check_float(what, *a, *b, dtype);
   std::lock_guard lock(lazy_mutex());
-  auto A = array::operand(a, dtype), B = array::operand(b, dtype);
-  if (A.trans) A = {elementwise(EwOp::cast, dtype, {EwArg{a}}), false}, array_settle(*A.stored);
-  if (B.trans) B = {elementwise(EwOp::cast, dtype, {EwArg{b}}), false}, array_settle(*B.stored);
+  // The batched natives take no transpose flags: a transposed operand is copied.
+  const auto A = array::operand(a, dtype, false), B = array::operand(b, dtype, false);
   const int64_t batches = std::max(ba, bb);
   auto driver = a->driver;
   const Dim shape{batches, M, N};

@@ -120,14 +120,18 @@ std::string passes(const RowPlan& plan, const Program& p) {
   const std::string b = plan.beta ? "(A)gridspan::fused::load(gs_be(gs_j))" : "";
   switch (plan.kind) {
     case Kind::softmax:
-      return "  A m = -gridspan::rows::infinity(A());\n" + each(plan, p, "    m = gridspan::rows::Max()(m, x);\n") +
+      return "  A m = -gridspan::rows::infinity(A());\n" +
+             each(plan, p, "    m = gridspan::rows::Max()(m, x);\n") +
              "  m = gridspan::rows::block_all(m, gridspan::rows::Max());\n  A s = 0;\n" +
              each(plan, p, "    s += gridspan::ew::exp(x - m);\n") +
              "  s = gridspan::rows::block_all(s, gridspan::rows::Sum());\n" +
              each(plan, p, store(plan, "gridspan::ew::exp(x - m) / s"));
     case Kind::layer_norm:
       return "  A s = 0;\n" + each(plan, p, "    s += x;\n") +
-             fmt::format("  const A mean = gridspan::rows::block_all(s, gridspan::rows::Sum()) / {};\n  A q = 0;\n", n) +
+             fmt::format(
+                 "  const A mean = gridspan::rows::block_all(s, gridspan::rows::Sum()) / {};\n  A "
+                 "q = 0;\n",
+                 n) +
              each(plan, p, "    q += (x - mean) * (x - mean);\n") +
              fmt::format(
                  "  const A sd = gridspan::ew::sqrt(gridspan::rows::block_all(q, "
@@ -142,7 +146,8 @@ std::string passes(const RowPlan& plan, const Program& p) {
                  n) +
              each(plan, p, store(plan, fmt::format("x / rms * {}", g)));
     default:  // quantize: zeros where the scale is zero, infinite or NaN
-      return "  A m = 0;\n" + each(plan, p, "    m = gridspan::rows::Max()(m, gridspan::ew::abs(x));\n") +
+      return "  A m = 0;\n" +
+             each(plan, p, "    m = gridspan::rows::Max()(m, gridspan::ew::abs(x));\n") +
              "  const A sc = gridspan::rows::block_all(m, gridspan::rows::Max()) / (A)127;\n"
              "  const bool zero = !(sc > 0 && sc < gridspan::rows::infinity(A()));\n" +
              each(plan, p,
@@ -199,20 +204,17 @@ std::pair<std::string, std::string> row_kernel(const RowPlan& plan, const Progra
   return {src, ann};
 }
 
-bool is_float_dtype(DType d) {
-  return detail::is_float(d);
-}
-
 void check_x(Kind kind, const ArrayHandle& x) {
-  if (!is_float_dtype(x.dtype))
+  if (!detail::is_float(x.dtype))
     throw Error(fmt::format(
         "{} of an integer or bool array ({}, shape {}): it takes float16, bfloat16, float32 or "
         "float64; convert first, e.g. x.astype<float>()",
         kind_name(kind), dtype_name(x.dtype), x.shape.str()));
   if (x.shape.rank() == 0)
-    throw Error(fmt::format("{} of a 0-d array: it works along the last axis, which a 0-d "
-                            "array does not have",
-                            kind_name(kind)));
+    throw Error(
+        fmt::format("{} of a 0-d array: it works along the last axis, which a 0-d "
+                    "array does not have",
+                    kind_name(kind)));
 }
 
 // gamma or beta: 1-D, as long as the last axis, of x's dtype; settled into a plain array.
@@ -220,13 +222,15 @@ std::shared_ptr<ArrayHandle> row_parameter(Kind kind, const char* what, const Ar
                                            std::shared_ptr<ArrayHandle> v) {
   const int64_t L = x.shape[x.shape.rank() - 1];
   if (v->shape.rank() != 1 || v->shape[0] != L)
-    throw Error(fmt::format("{}'s {} has shape {}; it must be 1-D and as long as x's last axis "
-                            "({}; x has shape {})",
-                            kind_name(kind), what, v->shape.str(), L, x.shape.str()));
+    throw Error(
+        fmt::format("{}'s {} has shape {}; it must be 1-D and as long as x's last axis "
+                    "({}; x has shape {})",
+                    kind_name(kind), what, v->shape.str(), L, x.shape.str()));
   if (v->dtype != x.dtype)
-    throw Error(fmt::format("{}'s {} is {} where x is {}; they must have one dtype (use "
-                            "{}.astype<...>())",
-                            kind_name(kind), what, dtype_name(v->dtype), dtype_name(x.dtype), what));
+    throw Error(
+        fmt::format("{}'s {} is {} where x is {}; they must have one dtype (use "
+                    "{}.astype<...>())",
+                    kind_name(kind), what, dtype_name(v->dtype), dtype_name(x.dtype), what));
   if (v->is_view || v->pending.load(std::memory_order_acquire)) {
     v = detail::elementwise(EwOp::cast, v->dtype, {detail::EwArg{v}});
     detail::array_settle(*v);
@@ -309,11 +313,9 @@ void launch_rows(const std::shared_ptr<runtime::Driver>& driver, const RowPlan& 
   std::array<int64_t, 3> t3{threads.get(0), threads.get(1), threads.get(2)}, block{1, 1, 1};
   block[R - 1] = plan.threads;
   auto sbs = row_superblocks(*a.out->storage->meta);
-  kernel.launch_packed(thread_dim(threads, t3), thread_dim(threads, block),
-                       work::custom(kind_name(plan.kind), [sbs](const Dim&, const Dim&, int) {
-                         return sbs;
-                       }),
-                       list);
+  kernel.launch_packed(
+      thread_dim(threads, t3), thread_dim(threads, block),
+      work::custom(kind_name(plan.kind), [sbs](const Dim&, const Dim&, int) { return sbs; }), list);
 }
 
 RowPlan make_plan(Kind kind, const ArrayHandle& x) {
