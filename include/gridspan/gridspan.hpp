@@ -7,6 +7,7 @@
 #include "gridspan/api/context.hpp"
 #include "gridspan/api/event.hpp"
 #include "gridspan/api/kernel.hpp"
+#include "gridspan/api/pinned.hpp"
 #include "gridspan/array/create.hpp"
 #include "gridspan/array/elementwise.hpp"
 #include "gridspan/array/kernels.hpp"

@@ -465,6 +465,18 @@ std::string Context::backend_name() const {
 std::vector<MemoryStats> Context::memory_stats() const {
   return driver_->memory_stats();
 }
+void Context::free_all_blocks() {
+  if (auto library = driver_->library_state()) {
+    std::vector<std::shared_ptr<plan::ArrayMeta>> kept;
+    {
+      std::lock_guard lock(detail::lazy_mutex());
+      kept = library->take_kept();
+    }
+    for (const auto& meta : kept) driver_->release_array(*meta);
+  }
+  synchronize();  // freed arrays' chunks reach the pools when their deletions have run
+  driver_->free_all_blocks();
+}
 const Config& Context::config() const {
   return driver_->config();
 }

@@ -62,6 +62,15 @@ class Library final : public runtime::LibraryState {
     return true;
   }
 
+  std::vector<std::shared_ptr<plan::ArrayMeta>> take_kept() override {
+    std::vector<std::shared_ptr<plan::ArrayMeta>> all;
+    for (auto& [key, metas] : spare_)
+      for (auto& m : metas) all.push_back(std::move(m));
+    spare_.clear();
+    kept_arrays_ = 0;
+    return all;
+  }
+
   std::shared_ptr<detail::ArrayStorage> fresh(const std::shared_ptr<runtime::Driver>& driver,
                                               DType dtype, const Dim& shape) {
     auto it = spare_.find(key(dtype, shape));

@@ -128,13 +128,16 @@ PoolStats pool_stats() {
 Bytes::Bytes(std::vector<unsigned char>&& v) noexcept : vec_(std::move(v)) {}
 
 Bytes Bytes::uninitialized(std::size_t size, std::size_t spare) {
+  if (size + spare >= kPooledBytes) return pooled(size, spare);
   Bytes b;
-  if (size + spare < kPooledBytes) {
-    b.vec_.reserve(size + spare);
-    b.vec_.resize(size);
-    return b;
-  }
-  b.capacity_ = size_class(size + spare);
+  b.vec_.reserve(size + spare);
+  b.vec_.resize(size);
+  return b;
+}
+
+Bytes Bytes::pooled(std::size_t size, std::size_t spare) {
+  Bytes b;
+  b.capacity_ = size_class(std::max<std::size_t>(size + spare, 1));
   auto [p, memory] = pool().take(b.capacity_);
   b.block_ = p;
   b.memory_ = memory;

@@ -38,6 +38,8 @@ class Bytes {
   /// `size` bytes, uninitialised, with room to append `spare` more without moving: a pool
   /// block when large, else a vector.
   static Bytes uninitialized(std::size_t size, std::size_t spare = 0);
+  /// The same, always a pool block (pinned when the pool's memory is), however small.
+  static Bytes pooled(std::size_t size, std::size_t spare = 0);
   ~Bytes();
   Bytes(Bytes&& o) noexcept;
   Bytes& operator=(Bytes&& o) noexcept;

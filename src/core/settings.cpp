@@ -40,6 +40,10 @@ const std::vector<Setting> kSettings = {
      "once a GPU evicts, host memory is pinned ahead for its resident chunks without a host "
      "copy, so that their first write-back does not wait for it; off: when a write-back needs it",
      "on"},
+    {"GRIDSPAN_MEMORY_POOL", K::flag, &C::memory_pool,
+     "freed device and pinned host memory is kept for reuse (`Context::free_all_blocks` gives "
+     "it back); off: given back at once",
+     "on"},
     {"GRIDSPAN_SPILL_DIR", K::text, &C::spill_dir, "folder for spill files",
      "private folder under `$TMPDIR`"},
     {"GRIDSPAN_CACHE_DIR", K::text, &C::cache_dir, "compiled-kernel cache", "`~/.cache/gridspan`"},
@@ -175,8 +179,9 @@ void apply_flag(const Setting& s, const std::string& value, bool& field) {
     field = *f;
     return;
   }
-  logging::warn_once(fmt::format("{}='{}' is not a flag (1/on/yes/true or 0/off/no/false); keeping {}",
-                             s.name, value, field ? "on" : "off"));
+  logging::warn_once(
+      fmt::format("{}='{}' is not a flag (1/on/yes/true or 0/off/no/false); keeping {}", s.name,
+                  value, field ? "on" : "off"));
 }
 
 void apply_level(const Setting& s, const std::string& value, LogLevel& field) {
@@ -185,8 +190,8 @@ void apply_level(const Setting& s, const std::string& value, LogLevel& field) {
       field = static_cast<LogLevel>(l);
       return;
     }
-  logging::warn_once(fmt::format("{}='{}' is not one of error, warn, info, debug; keeping {}", s.name,
-                             value, kLevels[static_cast<int>(field)]));
+  logging::warn_once(fmt::format("{}='{}' is not one of error, warn, info, debug; keeping {}",
+                                 s.name, value, kLevels[static_cast<int>(field)]));
 }
 
 void apply_count(const Setting& s, const std::string& value, int& field) {

@@ -121,9 +121,7 @@ void write_payload(Writer& w, const Task& t, const IdOfExecutable& id_of) {
         } else if constexpr (std::is_same_v<P, plan::HostWrite>) {
           write_chunk(w, p.dst);
           w.rect(p.region);
-          static const std::vector<unsigned char> none;
-          const auto& data = p.data ? *p.data : none;
-          w.bytes(data.data(), data.size());
+          w.bytes(p.data.data(), p.data.size());
           w.rect(p.data_rect);
           w.u64(p.elem_size);
         } else if constexpr (std::is_same_v<P, plan::ReadBack>) {
@@ -222,9 +220,9 @@ plan::Payload read_payload(Reader& r, const ExecutableOfId& executable_of) {
     h.data = std::make_shared<const std::vector<unsigned char>>(r.bytes("host write data"));
     h.data_rect = r.rect("host write data box");
     h.elem_size = read_elem_size(r, "host write element size");
-    if (static_cast<std::size_t>(h.data_rect.volume()) * h.elem_size != h.data->size())
+    if (static_cast<std::size_t>(h.data_rect.volume()) * h.elem_size != h.data.size())
       r.fail(fmt::format("host write data is {} bytes for a box of {} elements of {} bytes",
-                         h.data->size(), h.data_rect.volume(), h.elem_size));
+                         h.data.size(), h.data_rect.volume(), h.elem_size));
     return h;
   }
   if (kind == payload_index<plan::Execute>()) {

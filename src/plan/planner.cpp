@@ -97,8 +97,7 @@ void Planner::set_read_cache(std::vector<std::size_t> bytes_per_device) {
   read_cache_.set_limits(std::move(bytes_per_device));
 }
 
-Plan Planner::write_array(const ArrayMeta& meta,
-                          std::shared_ptr<const std::vector<unsigned char>> data) {
+Plan Planner::write_array(const ArrayMeta& meta, HostBytes data) {
   std::vector<Task> tasks;
   TaskBuilder b(tasks, last_task_);
   read_cache_.drop(meta.id, b);

@@ -87,7 +87,8 @@ class Planner {
   /// Creates the chunks of an array; with `fill` (elem_size bytes), sets every element.
   Plan create_array(const ArrayMeta& meta, const unsigned char* fill);
   /// Writes a whole array from host data (row-major, meta.shape) into every chunk.
-  Plan write_array(const ArrayMeta& meta, std::shared_ptr<const std::vector<unsigned char>> data);
+  /// (Its own bytes, or a pinned buffer's kept alive until every chunk is written.)
+  Plan write_array(const ArrayMeta& meta, HostBytes data);
   /// Reads a whole array into `dst` (row-major, meta.shape); wait for `done`.
   Plan read_array(const ArrayMeta& meta, void* dst);
   /// Frees an array's chunks once every task that touches them has finished.

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -66,11 +67,35 @@ struct Narrow {
   Rect region;
   DType dtype;
 };
+/// The host bytes a HostWrite reads: its own (a vector) or a pinned buffer's
+/// (Array::write_async), kept alive by `owner` until the write is done.
+class HostBytes {
+ public:
+  HostBytes() = default;
+  template <class V>               // std::vector<unsigned char>, const or not
+  HostBytes(std::shared_ptr<V> v)  // NOLINT(google-explicit-constructor)
+      : owner_(v), p_(v ? v->data() : nullptr), n_(v ? v->size() : 0) {}
+  HostBytes(std::shared_ptr<const void> owner, const unsigned char* p, std::size_t n)
+      : owner_(std::move(owner)), p_(p), n_(n) {}
+  const unsigned char* data() const { return p_; }
+  std::size_t size() const { return n_; }
+  explicit operator bool() const { return owner_ != nullptr; }
+  void reset() { *this = HostBytes(); }
+  friend bool operator==(const HostBytes& a, const HostBytes& b) {
+    return a.n_ == b.n_ && (a.n_ == 0 || std::memcmp(a.p_, b.p_, a.n_) == 0);
+  }
+
+ private:
+  std::shared_ptr<const void> owner_;
+  const unsigned char* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
 /// Writes host data (a box `data_rect` in row-major order) into `region` of a chunk.
 struct HostWrite {
   ChunkRef dst;
   Rect region;
-  std::shared_ptr<const std::vector<unsigned char>> data;
+  HostBytes data;
   Rect data_rect;
   std::size_t elem_size;
 };

@@ -213,7 +213,8 @@ void Cluster::on_report(const BarrierReport& r) {
     std::lock_guard lock(mutex_);
     auto it = plans_.find(r.barrier);
     if (it == plans_.end()) {
-      logging::debug("a report of barrier {} from rank {}, which no plan waits for", r.barrier, r.rank);
+      logging::debug("a report of barrier {} from rank {}, which no plan waits for", r.barrier,
+                     r.rank);
       return;
     }
     PlanState& s = it->second;
@@ -300,9 +301,10 @@ void Cluster::wait_all() {
   }
 }
 
-std::vector<MemoryStats> Cluster::memory_stats() {
+std::vector<MemoryStats> Cluster::gather_stats(bool free_blocks) {
   // One request at a time: another caller's would clear the figures this one waits for.
   std::lock_guard one(stats_call_mutex_);
+  if (free_blocks) local_->free_all_blocks();
   const std::vector<MemoryStats> local = local_->memory_stats();
   const int ranks = transport_.size();
   {
@@ -310,7 +312,10 @@ std::vector<MemoryStats> Cluster::memory_stats() {
     stats_.clear();
     stats_[0] = local;
   }
-  for (int r = 1; r < ranks; ++r) transport_.send(r, tag::stats_request, {});
+  // The body says whether the rank's pools give their free blocks back first.
+  for (int r = 1; r < ranks; ++r)
+    transport_.send(r, tag::stats_request,
+                    std::vector<unsigned char>{static_cast<unsigned char>(free_blocks)});
   std::unique_lock lock(mutex_);
   if (!wait_for(lock, [&] { return int(stats_.size()) == ranks; }))
     std::rethrow_exception(failure_);
@@ -330,6 +335,7 @@ std::vector<MemoryStats> Cluster::memory_stats() {
       sum->name = s->name;
       sum->used_bytes += s->used_bytes;
       sum->total_bytes += s->total_bytes;
+      sum->limit_bytes += s->limit_bytes;
       sum->spilled_bytes += s->spilled_bytes;
       sum->peak_bytes += s->peak_bytes;
       sum->cached_bytes += s->cached_bytes;

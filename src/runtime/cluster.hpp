@@ -58,10 +58,13 @@ class Cluster final : public Runner {
   /// A rank was lost or could not go on: every wait throws.
   bool failed() const override;
   /// Every rank's figures: each device in the run's order, then host and disk summed.
-  std::vector<MemoryStats> memory_stats() override;
+  std::vector<MemoryStats> memory_stats() override { return gather_stats(false); }
+  void free_all_blocks() override { gather_stats(true); }
   WorkerStats worker_stats() const override { return local_->worker_stats(); }
 
  private:
+  // Every rank's memory figures, after their pools gave their free blocks back if asked.
+  std::vector<MemoryStats> gather_stats(bool free_blocks);
   struct PlanState {
     plan::TaskId first = 0;
     int parts_left = 0;

@@ -128,18 +128,23 @@ void Driver::release_array(const plan::ArrayMeta& meta) noexcept {
 }
 
 plan::TaskId Driver::write_array(const plan::ArrayMeta& meta, std::vector<unsigned char> data) {
-  auto shared = std::make_shared<const std::vector<unsigned char>>(std::move(data));
+  return write_array(meta, std::make_shared<const std::vector<unsigned char>>(std::move(data)));
+}
+plan::TaskId Driver::write_array(const plan::ArrayMeta& meta, plan::HostBytes data) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return submit(planner().write_array(meta, shared));
+  return submit(planner().write_array(meta, std::move(data)));
 }
 
 void Driver::read_array(const plan::ArrayMeta& meta, void* dst) {
-  plan::TaskId done;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    done = submit(planner().read_array(meta, dst));
-  }
-  wait(done);
+  wait(read_array_async(meta, dst));
+}
+plan::TaskId Driver::read_array_async(const plan::ArrayMeta& meta, void* dst) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return submit(planner().read_array(meta, dst));
+}
+bool Driver::ended() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !runner_;
 }
 
 plan::TaskId Driver::launch(const plan::LaunchSpec& spec) {

@@ -26,6 +26,8 @@ class LibraryState {
   /// Offered an array whose last handle went (one the library made to reuse): true when
   /// it keeps the array for a later result of its shape instead of its release.
   virtual bool recycle(std::shared_ptr<plan::ArrayMeta>& meta) = 0;
+  /// The arrays kept for reuse, given up (the caller releases them).
+  virtual std::vector<std::shared_ptr<plan::ArrayMeta>> take_kept() = 0;
 };
 
 class Driver {
@@ -50,8 +52,15 @@ class Driver {
   /// Plans the deletion of an array's chunks (after every task using them).
   void release_array(const plan::ArrayMeta& meta) noexcept;
   plan::TaskId write_array(const plan::ArrayMeta& meta, std::vector<unsigned char> data);
+  /// The same from bytes another owns (a pinned buffer's): they are read as the chunks are
+  /// written, and kept alive until then.
+  plan::TaskId write_array(const plan::ArrayMeta& meta, plan::HostBytes data);
   /// Reads a whole array into `dst`; waits for the tasks that produce it.
   void read_array(const plan::ArrayMeta& meta, void* dst);
+  /// The same without waiting: `dst` is written once the returned task is done.
+  plan::TaskId read_array_async(const plan::ArrayMeta& meta, void* dst);
+  /// True once end() has let the run go (every task was finished then).
+  bool ended() const;
   /// Plans and submits one launch; returns the task to wait for.
   plan::TaskId launch(const plan::LaunchSpec& spec);
 
@@ -65,6 +74,7 @@ class Driver {
   bool is_done(plan::TaskId task) const { return live().is_done(task); }
   void synchronize() { live().wait_all(); }
   std::vector<MemoryStats> memory_stats() const { return live().memory_stats(); }
+  void free_all_blocks() { live().free_all_blocks(); }
   WorkerStats worker_stats() const { return live().worker_stats(); }
   /// What this context has done so far (Context::stats).
   struct Counters {

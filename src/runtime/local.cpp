@@ -30,7 +30,8 @@ LocalRunner::~LocalRunner() {
   try {
     worker_->wait_all();
   } catch (const std::exception& e) {
-    if (whole_run_) logging::warn("an error was not reported before the context ended: {}", e.what());
+    if (whole_run_)
+      logging::warn("an error was not reported before the context ended: {}", e.what());
   }
   const WorkerStats s = worker_->stats();
   logging::debug(
@@ -61,9 +62,9 @@ RankInfo LocalRunner::describe(int rank) const {
   const auto stats = memory_->stats();
   for (std::size_t d = 0; d < devices_.size(); ++d) {
     info.devices.push_back(devices_[d]->name());
-    info.device_memory.push_back(stats[d].total_bytes);
+    info.device_memory.push_back(stats[d].limit_bytes);
   }
-  info.host_memory = stats[devices_.size()].total_bytes;
+  info.host_memory = stats[devices_.size()].limit_bytes;
   return info;
 }
 

@@ -46,6 +46,7 @@ class LocalRunner final : public Runner {
   void wait_all() override { worker_->wait_all(); }
   bool failed() const override { return false; }
   std::vector<MemoryStats> memory_stats() override { return memory_->stats(); }
+  void free_all_blocks() override { memory_->free_cached_blocks(); }
   WorkerStats worker_stats() const override { return worker_->stats(); }
 
   /// This process as rank `rank` of a run: host, backend, devices and memory.

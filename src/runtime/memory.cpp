@@ -59,6 +59,7 @@ MemoryLimits memory_limits(const Config& config) {
   }
   limits.spill_dir = config.spill_dir;
   limits.pin_ahead = config.pin_ahead;
+  limits.pool = config.memory_pool;
   return limits;
 }
 
@@ -140,12 +141,12 @@ struct Usage {
 
 // One device's space, and the pool of host blocks suited to transfers with it.
 struct DeviceSpace {
-  explicit DeviceSpace(backend::Device* d)
+  DeviceSpace(backend::Device* d, bool caching)
       : device(d),
         pool([d](std::size_t n) { return d->allocate(n); },
-             [d](void* p, std::size_t n) { d->deallocate(p, n); }),
+             [d](void* p, std::size_t n) { d->deallocate(p, n); }, caching),
         host_pool([d](std::size_t n) { return d->allocate_host(n); },
-                  [d](void* p, std::size_t n) { d->deallocate_host(p, n); }) {}
+                  [d](void* p, std::size_t n) { d->deallocate_host(p, n); }, caching) {}
 
   backend::Device* device;
   BlockPool pool;
@@ -1032,7 +1033,7 @@ MemoryManager::MemoryManager(std::vector<backend::Device*> devices, MemoryLimits
     : impl_(std::make_unique<Impl>(limits.spill_dir)) {
   for (backend::Device* device : devices) {
     if (!device) throw Error("MemoryManager needs devices, not null pointers");
-    auto space = std::make_unique<DeviceSpace>(device);
+    auto space = std::make_unique<DeviceSpace>(device, limits.pool);
     const std::size_t capacity = device->memory_capacity();
     if (capacity && limits.device_bytes > capacity)
       logging::warn_once(fmt::format(
@@ -1045,7 +1046,7 @@ MemoryManager::MemoryManager(std::vector<backend::Device*> devices, MemoryLimits
     impl_->devices.push_back(std::move(space));
   }
   impl_->host.limit = limits.host_bytes ? limits.host_bytes : kUnbounded;
-  impl_->pin_ahead = limits.pin_ahead;
+  impl_->pin_ahead = limits.pin_ahead && limits.pool;  // pinned ahead = cached
 }
 
 void MemoryManager::observe(Observer* observer) {
@@ -1219,22 +1220,41 @@ std::size_t MemoryManager::pinned_bytes(int device) const {
   return impl_->devices[device]->pinned;
 }
 
+namespace {
+MemoryStats space_stats(std::string name, const Usage& u, std::size_t held, std::size_t cached) {
+  MemoryStats s;
+  s.name = std::move(name);
+  s.used_bytes = u.used;
+  s.total_bytes = held;
+  s.limit_bytes = u.reported_limit();
+  s.spilled_bytes = u.spilled;
+  s.peak_bytes = u.peak;
+  s.cached_bytes = cached;
+  s.copied_out_bytes = u.copied_out;
+  s.copied_in_bytes = u.copied_in;
+  return s;
+}
+}  // namespace
+
 std::vector<MemoryStats> MemoryManager::stats() const {
   std::lock_guard lock(impl_->mutex);
   std::vector<MemoryStats> out;
   std::size_t host_cached = 0;
   for (const auto& d : impl_->devices) {
-    out.push_back(MemoryStats{d->device->name(), d->usage.used, d->usage.reported_limit(),
-                              d->usage.spilled, d->usage.peak, d->pool.cached_bytes(),
-                              d->usage.copied_out, d->usage.copied_in});
+    out.push_back(
+        space_stats(d->device->name(), d->usage, d->pool.held_bytes(), d->pool.cached_bytes()));
     host_cached += d->host_pool.cached_bytes();
   }
-  const Usage& host = impl_->host;
-  out.push_back(MemoryStats{"host", host.used, host.reported_limit(), host.spilled, host.peak,
-                            host_cached, host.copied_out, host.copied_in});
-  const Usage& disk = impl_->disk;
-  out.push_back(MemoryStats{"disk", disk.used, 0, disk.spilled, disk.peak, 0});
+  out.push_back(space_stats("host", impl_->host, impl_->host_held(), host_cached));
+  out.push_back(space_stats("disk", impl_->disk, impl_->disk.used, 0));
   return out;
+}
+
+std::size_t MemoryManager::free_cached_blocks() {
+  std::lock_guard lock(impl_->mutex);
+  std::size_t released = impl_->release_all_host_cache();
+  for (auto& d : impl_->devices) released += d->pool.release_cached(kUnbounded);
+  return released;
 }
 
 ChunkState MemoryManager::state(ChunkId chunk) const {

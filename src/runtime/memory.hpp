@@ -26,6 +26,7 @@ struct MemoryLimits {
   std::size_t host_bytes = 0;    // host space for spilled chunks; 0 = unbounded
   std::string spill_dir;         // created if missing; must be writable
   bool pin_ahead = true;         // host blocks pinned ahead for devices that evict
+  bool pool = true;              // freed blocks kept for reuse (off: given back at once)
 };
 /// The limits a configuration sets (host: half of physical memory unless it says).
 MemoryLimits memory_limits(const Config& config);
@@ -117,6 +118,9 @@ class MemoryManager {
   std::size_t pinned_bytes(int device) const;
   /// Stats for each device, then host, then disk.
   std::vector<MemoryStats> stats() const;
+  /// Gives every block the pools keep for reuse back to the devices and the host (blocks
+  /// in use stay); returns the bytes given back.
+  std::size_t free_cached_blocks();
 
   /// Where the chunk's copies are (for tests, logs and the scheduler's heuristics).
   ChunkState state(ChunkId chunk) const;

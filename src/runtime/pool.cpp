@@ -23,8 +23,8 @@ std::size_t round_up(std::size_t bytes, std::size_t step) {
 }
 }  // namespace
 
-BlockPool::BlockPool(Allocate allocate, Release release)
-    : allocate_(std::move(allocate)), release_(std::move(release)) {}
+BlockPool::BlockPool(Allocate allocate, Release release, bool caching)
+    : allocate_(std::move(allocate)), release_(std::move(release)), caching_(caching) {}
 
 BlockPool::~BlockPool() {
   release_cached(std::numeric_limits<std::size_t>::max());
@@ -58,8 +58,9 @@ void* BlockPool::allocate(std::size_t bytes) {
 
 void BlockPool::free(void* block, std::size_t bytes) {
   std::size_t block_bytes = size_class(bytes);
-  free_lists_[block_bytes].push_back(block);
   in_use_bytes_ -= block_bytes;
+  if (!caching_) return release_(block, block_bytes);
+  free_lists_[block_bytes].push_back(block);
   cached_bytes_ += block_bytes;
 }
 

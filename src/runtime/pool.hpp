@@ -17,8 +17,9 @@ class BlockPool {
   using Release = std::function<void(void*, std::size_t)>;
 
   /// `allocate` and `release` reach the backend (for example Device::allocate and
-  /// Device::deallocate); they are called with size-class bytes only.
-  BlockPool(Allocate allocate, Release release);
+  /// Device::deallocate); they are called with size-class bytes only. Without `caching`
+  /// a freed block goes back to the backend at once (GRIDSPAN_MEMORY_POOL=0).
+  BlockPool(Allocate allocate, Release release, bool caching = true);
   /// Releases the cached blocks. Blocks still in use are the owner's to free first.
   ~BlockPool();
   BlockPool(const BlockPool&) = delete;
@@ -54,6 +55,7 @@ class BlockPool {
  private:
   Allocate allocate_;
   Release release_;
+  bool caching_ = true;
   std::map<std::size_t, std::vector<void*>> free_lists_;  // by size class
   std::size_t cached_bytes_ = 0;
   std::size_t in_use_bytes_ = 0;

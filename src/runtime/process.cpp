@@ -95,18 +95,18 @@ void write_stats(net::Writer& w, const std::vector<MemoryStats>& stats) {
   w.u32(static_cast<uint32_t>(stats.size()));
   for (const MemoryStats& s : stats) {
     w.str(s.name);
-    for (std::size_t v : {s.used_bytes, s.total_bytes, s.spilled_bytes, s.peak_bytes,
+    for (std::size_t v : {s.used_bytes, s.total_bytes, s.limit_bytes, s.spilled_bytes, s.peak_bytes,
                           s.cached_bytes, s.copied_out_bytes, s.copied_in_bytes})
       w.u64(v);
   }
 }
 
 std::vector<MemoryStats> read_stats(net::Reader& r) {
-  std::vector<MemoryStats> out(r.count("spaces", 4 + 7 * 8));
+  std::vector<MemoryStats> out(r.count("spaces", 4 + 8 * 8));
   for (MemoryStats& s : out) {
     s.name = r.str("space name");
-    for (std::size_t* v : {&s.used_bytes, &s.total_bytes, &s.spilled_bytes, &s.peak_bytes,
-                           &s.cached_bytes, &s.copied_out_bytes, &s.copied_in_bytes})
+    for (std::size_t* v : {&s.used_bytes, &s.total_bytes, &s.limit_bytes, &s.spilled_bytes,
+                           &s.peak_bytes, &s.cached_bytes, &s.copied_out_bytes, &s.copied_in_bytes})
       *v = r.u64("space figure");
   }
   return out;
@@ -229,7 +229,8 @@ int Process::serve() {
         transport_->send(m->source, tag::closed, {});
         continue;
       }
-      logging::debug("ignored a message (tag {}) from rank {} outside a session", m->tag, m->source);
+      logging::debug("ignored a message (tag {}) from rank {} outside a session", m->tag,
+                     m->source);
     }
   } catch (const std::exception& e) {
     logging::write(LogLevel::error, fmt::format("this rank cannot go on: {}", e.what()));
@@ -255,6 +256,7 @@ std::optional<int> Process::serve_session(const net::Message& open) {
     if (config.lend_memory) service->lend_to(transport_->node_peers(), config.lend_min);
     service->on_message([&](net::Message& m) {
       if (m.tag != tag::stats_request) return false;
+      if (!m.body.empty() && m.body.data()[0]) local->free_all_blocks();
       net::Writer w;
       write_stats(w, local->memory_stats());
       transport_->send(driver, tag::stats, std::move(w.buffer()));

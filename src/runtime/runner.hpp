@@ -50,6 +50,8 @@ class Runner {
 
   /// Per space: every device in the run's order, then host and disk (summed over ranks).
   virtual std::vector<MemoryStats> memory_stats() = 0;
+  /// Every rank's pools give their free blocks back (Context::free_all_blocks).
+  virtual void free_all_blocks() = 0;
   /// This process's worker's counts.
   virtual WorkerStats worker_stats() const = 0;
 };

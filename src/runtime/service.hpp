@@ -34,7 +34,8 @@ constexpr uint32_t compile = 15;        // driver → worker: an executable's nu
 constexpr uint32_t error = 16;          // worker → driver: the rank cannot go on, and why
 constexpr uint32_t open = 17;           // driver → worker: a session begins, with its config
 constexpr uint32_t hello = 18;          // worker → driver: the session's devices on that rank
-constexpr uint32_t stats_request = 19;  // driver → worker: send your memory figures
+constexpr uint32_t stats_request = 19;  // driver → worker: send your memory figures (body
+                                        // [1]: free the pools' free blocks first)
 constexpr uint32_t stats = 20;          // worker → driver: them
 constexpr uint32_t exit = 21;           // driver → worker: the process ends, with this code
 constexpr uint32_t closed = 22;         // worker → driver: its part of the session has ended

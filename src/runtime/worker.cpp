@@ -1055,7 +1055,7 @@ void Worker::run_payload(Node* node) {
         } else if constexpr (std::is_same_v<P, plan::Narrow>) {
           dev.narrow(data(p.dst), p.dst.rect, data(p.src), p.src.rect, p.region, p.dtype);
         } else if constexpr (std::is_same_v<P, plan::HostWrite>) {
-          dev.upload(data(p.dst), p.dst.rect, p.data->data(), p.data_rect, p.region, p.elem_size);
+          dev.upload(data(p.dst), p.dst.rect, p.data.data(), p.data_rect, p.region, p.elem_size);
         } else if constexpr (std::is_same_v<P, plan::ReadBack>) {
           dev.download(p.dst, p.dst_rect, data(p.src), p.src.rect, p.region, p.elem_size);
         } else if constexpr (std::is_same_v<P, plan::Send> || std::is_same_v<P, plan::Recv>) {

@@ -121,8 +121,8 @@ TEST(Api, OneProcessIsOneWorker) {
   EXPECT_EQ(ranks[0].devices.size(), 3u);
   ASSERT_EQ(ranks[0].device_memory.size(), 3u);
   auto stats = ctx.memory_stats();
-  for (int d = 0; d < 3; ++d) EXPECT_EQ(ranks[0].device_memory[d], stats[d].total_bytes);
-  EXPECT_EQ(ranks[0].host_memory, stats[3].total_bytes);
+  for (int d = 0; d < 3; ++d) EXPECT_EQ(ranks[0].device_memory[d], stats[d].limit_bytes);
+  EXPECT_EQ(ranks[0].host_memory, stats[3].limit_bytes);
   EXPECT_FALSE(ranks[0].host.empty());
 }
 

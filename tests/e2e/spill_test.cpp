@@ -40,8 +40,8 @@ TEST(Spill, DataSurvivesDeviceHostDiskRoundTrips) {
         << stats[devices - 1].name;
   EXPECT_GT(stats[0].spilled_bytes, 0u);
   EXPECT_GT(stats[devices].spilled_bytes, 0u);  // host → disk
-  EXPECT_LE(stats[0].peak_bytes, stats[0].total_bytes);
-  EXPECT_LE(stats[devices].peak_bytes, stats[devices].total_bytes);
+  EXPECT_LE(stats[0].peak_bytes, stats[0].limit_bytes);
+  EXPECT_LE(stats[devices].peak_bytes, stats[devices].limit_bytes);
 }
 
 // Sweeps over twice the device's memory, one launch at a time: eviction by the queued

@@ -263,6 +263,27 @@ TEST(BlockPool, CachesFreedBlocksAndReleasesThem) {
   EXPECT_EQ(released_bytes, 5120u);
 }
 
+TEST(BlockPool, WithoutCachingAFreedBlockGoesBackAtOnce) {
+  std::size_t held = 0;
+  detail::BlockPool pool(
+      [&](std::size_t n) {
+        held += n;
+        return std::malloc(n);
+      },
+      [&](void* p, std::size_t n) {
+        held -= n;
+        std::free(p);
+      },
+      /*caching=*/false);
+  void* a = pool.allocate(3000);
+  EXPECT_EQ(held, 3072u);
+  pool.free(a, 3000);
+  EXPECT_EQ(held, 0u);
+  EXPECT_EQ(pool.cached_bytes(), 0u);
+  EXPECT_EQ(pool.in_use_bytes(), 0u);
+  EXPECT_FALSE(pool.has_cached(3000));
+}
+
 TEST(MemoryManager, FreshChunkNeedsNoCopies) {
   SmallRig rig;
   auto& [dir, dev, mm] = rig;
@@ -871,16 +892,19 @@ TEST(MemoryManager, StatsAreExactAfterAScriptedSequence) {
     ASSERT_EQ(s.size(), 3u);
     EXPECT_EQ(s[0].name, "fake:0");
     EXPECT_EQ(s[0].used_bytes, dev_used);
-    EXPECT_EQ(s[0].total_bytes, 64 * KiB);
+    EXPECT_EQ(s[0].limit_bytes, 64 * KiB);
+    EXPECT_EQ(s[0].total_bytes, s[0].used_bytes + s[0].cached_bytes);
     EXPECT_EQ(s[0].spilled_bytes, dev_spilled);
     EXPECT_EQ(s[0].peak_bytes, 64 * KiB);
     EXPECT_EQ(s[1].name, "host");
     EXPECT_EQ(s[1].used_bytes, host_used);
-    EXPECT_EQ(s[1].total_bytes, 32 * KiB);
+    EXPECT_EQ(s[1].limit_bytes, 32 * KiB);
+    EXPECT_EQ(s[1].total_bytes, s[1].used_bytes + s[1].cached_bytes);
     EXPECT_EQ(s[1].spilled_bytes, host_spilled);
     EXPECT_EQ(s[2].name, "disk");
     EXPECT_EQ(s[2].used_bytes, disk_used);
-    EXPECT_EQ(s[2].total_bytes, 0u);
+    EXPECT_EQ(s[2].limit_bytes, 0u);
+    EXPECT_EQ(s[2].total_bytes, disk_used);
     EXPECT_EQ(s[2].spilled_bytes, 0u);
   };
   for (ChunkId id = 0; id < 4; ++id) stage(id, true);  // device: 0 1 2 3
@@ -926,6 +950,64 @@ TEST(MemoryManager, StatsAreExactAfterAScriptedSequence) {
   EXPECT_EQ(dev.device_bytes(), 4 * C);  // used plus cached
 }
 
+// Device blocks of destroyed chunks and host blocks of dropped copies wait in the pools;
+// free_cached_blocks gives all of them back, and the chunks still held keep their data.
+TEST(MemoryManager, FreeCachedBlocksGivesEveryFreeBlockBack) {
+  TempDir dir;
+  FakeDevice dev(0, 64 * KiB);
+  MemoryManager mm({&dev}, MemoryLimits{32 * KiB, 0, dir.str(), false});
+  constexpr std::size_t C = 16 * KiB;
+  for (ChunkId id = 0; id < 3; ++id) {  // the third evicts the first to the host
+    mm.create(id, C, 0);
+    ASSERT_TRUE(mm.try_stage({{id, true}}));
+    std::memset(mm.data(id), int(id + 1), C);
+    mm.unstage({{id, true}});
+  }
+  mm.destroy(0);  // its host copy's block is cached
+  mm.destroy(1);  // its device block is cached
+  auto s = mm.stats();
+  EXPECT_EQ(s[0].cached_bytes, C);
+  EXPECT_EQ(s[1].cached_bytes, C);
+  EXPECT_EQ(s[0].total_bytes, 2 * C);
+  EXPECT_EQ(s[1].total_bytes, C);
+  EXPECT_EQ(mm.free_cached_blocks(), 2 * C);
+  s = mm.stats();
+  EXPECT_EQ(s[0].cached_bytes + s[1].cached_bytes, 0u);
+  EXPECT_EQ(s[0].total_bytes, s[0].used_bytes);
+  EXPECT_EQ(s[0].used_bytes, C);
+  EXPECT_EQ(dev.device_bytes(), C);
+  EXPECT_EQ(dev.host_bytes(), 0u);
+  ASSERT_TRUE(mm.try_stage({{2, false}}));
+  const auto* p = static_cast<const unsigned char*>(mm.data(2));
+  EXPECT_EQ(std::count(p, p + C, 3), std::ptrdiff_t(C));
+  mm.unstage({{2, false}});
+  EXPECT_EQ(mm.free_cached_blocks(), 0u);
+}
+
+// GRIDSPAN_MEMORY_POOL=0: nothing is cached, on the device or the host.
+TEST(MemoryManager, WithoutThePoolFreedMemoryGoesBackAtOnce) {
+  TempDir dir;
+  FakeDevice dev(0, 64 * KiB);
+  MemoryLimits limits{32 * KiB, 0, dir.str()};
+  limits.pool = false;
+  MemoryManager mm({&dev}, limits);
+  constexpr std::size_t C = 16 * KiB;
+  for (ChunkId id = 0; id < 3; ++id) {
+    mm.create(id, C, 0);
+    ASSERT_TRUE(mm.try_stage({{id, true}}));
+    mm.unstage({{id, true}});
+  }
+  EXPECT_TRUE(mm.state(0).on_host);
+  mm.destroy(0);
+  mm.destroy(1);
+  auto s = mm.stats();
+  EXPECT_EQ(s[0].cached_bytes + s[1].cached_bytes, 0u);
+  EXPECT_EQ(s[0].total_bytes, C);
+  EXPECT_EQ(dev.device_bytes(), C);
+  EXPECT_EQ(dev.host_bytes(), 0u);
+  EXPECT_EQ(dev.host_allocations, 1) << "nothing pinned ahead without the pool";
+}
+
 TEST(MemoryManager, MisuseIsAnError) {
   SmallRig rig;
   auto& [dir, dev, mm] = rig;
@@ -943,8 +1025,8 @@ TEST(MemoryManager, DeviceCapacityIsTheDefaultLimitAndCacheIsReleasedFirst) {
   TempDir dir;
   FakeDevice dev(0, 32 * KiB);
   MemoryManager mm({&dev}, MemoryLimits{0, 0, dir.str()});
-  EXPECT_EQ(mm.stats()[0].total_bytes, 32 * KiB);
-  EXPECT_EQ(mm.stats()[1].total_bytes, 0u);  // unbounded
+  EXPECT_EQ(mm.stats()[0].limit_bytes, 32 * KiB);
+  EXPECT_EQ(mm.stats()[1].limit_bytes, 0u);  // unbounded
   // 8 KiB blocks fill the device, are freed to the cache, then a 16 KiB chunk needs the
   // cached blocks given back (the fake device refuses to go over its capacity).
   for (ChunkId id = 0; id < 4; ++id) {

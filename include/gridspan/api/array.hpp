@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "gridspan/api/pinned.hpp"
 #include "gridspan/core/dtype.hpp"
 #include "gridspan/core/error.hpp"
 #include "gridspan/core/geometry.hpp"
@@ -105,6 +106,9 @@ void array_settle(ArrayHandle& h);
 void settle_readers(ArrayStorage& storage);
 void array_read(const ArrayHandle& h, void* dst, std::size_t bytes);
 void array_write(const ArrayHandle& h, const void* src, std::size_t bytes);
+/// Array::read_async and write_async: `n` is the buffer's element count.
+Event array_read_async(const ArrayHandle& h, const std::shared_ptr<PinnedBlock>& b, std::size_t n);
+Event array_write_async(const ArrayHandle& h, const std::shared_ptr<PinnedBlock>& b, std::size_t n);
 std::vector<ChunkSpec> array_chunks(const ArrayHandle& h);
 [[noreturn]] void throw_null_array();
 }  // namespace detail
@@ -195,6 +199,18 @@ class Array {
     } else {
       detail::array_write(handle(), values.data(), values.size() * sizeof(T));
     }
+  }
+  /// Copies the array into `buffer` (exactly size() elements, row-major) without waiting:
+  /// the Event, and the buffer's next access, say when it is there. A view is copied first.
+  Event read_async(PinnedBuffer<T>& buffer) const {
+    if (held().is_view) return copy().read_async(buffer);
+    return detail::array_read_async(handle(), buffer.block(), buffer.size());
+  }
+  /// Overwrites the whole array from `buffer` (exactly size() elements) without waiting:
+  /// the buffer is read when the chunks are written, so leave it alone until the Event (its
+  /// own accessors wait). Later launches and reads of the array come after it.
+  Event write_async(const PinnedBuffer<T>& buffer) {
+    return detail::array_write_async(handle(), buffer.block(), buffer.size());
   }
   /// The value of a 0-d array (or of a one-element array); waits for it.
   T item(const std::source_location& where = std::source_location::current()) const {

@@ -100,6 +100,12 @@ class Context {
   std::string backend_name() const;
   /// Per memory space (each device, host, disk): used, total and spilled bytes.
   std::vector<MemoryStats> memory_stats() const;
+  /// The memory pools' free blocks (freed arrays' memory, kept for reuse, and the small
+  /// results the array library keeps to hand out again) go back to the devices and the
+  /// host, on every rank; what live arrays hold stays (CuPy's MemoryPool.free_all_blocks).
+  /// Waits for the work submitted so far first (a freed array's memory reaches its pool when
+  /// the tasks using it have run). memory_stats' total_bytes then equals used_bytes.
+  void free_all_blocks();
   const Config& config() const;
   /// Every rank of the run with its host, devices and memory (one outside mpirun).
   std::vector<RankInfo> ranks() const;

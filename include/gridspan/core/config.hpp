@@ -38,6 +38,11 @@ struct Config {
   /// host copy yet, so that their first write-back does not wait for the allocation
   /// (GRIDSPAN_PIN_AHEAD); off = each write-back allocates the block it lacks.
   bool pin_ahead = true;
+  /// Freed chunk memory is kept in per-device pools for reuse (GRIDSPAN_MEMORY_POOL), as
+  /// CuPy's memory pool does; off = every free goes back to the device (and pinned host
+  /// memory to the host) at once, and nothing is pinned ahead. Context::free_all_blocks
+  /// gives the pools' free blocks back when asked.
+  bool memory_pool = true;
   /// Folder for spill files (GRIDSPAN_SPILL_DIR); empty = a private folder under $TMPDIR.
   std::string spill_dir;
   /// Compiled-kernel cache (GRIDSPAN_CACHE_DIR); empty = ~/.cache/gridspan, else $TMPDIR.

@@ -2,7 +2,8 @@
 // (Context::memory_stats) and the ranks of the run with their devices (Context::ranks).
 //
 //   for (const gs::MemoryStats& s : ctx.memory_stats())
-//     fmt::print("{}: {} of {} bytes\n", s.name, s.used_bytes, s.total_bytes);
+//     fmt::print("{}: {} of {} bytes\n", s.name, s.used_bytes, s.limit_bytes);
+//   ctx.free_all_blocks();  // the pools' free blocks back to the devices and the host
 #pragma once
 
 #include <cstddef>
@@ -16,7 +17,9 @@ struct MemoryStats {
   std::string name;                  // "cpu:0", "host", "disk"
   std::size_t used_bytes = 0;        // bytes of chunk copies held now (device and host: in
                                      // pool blocks, 512-byte multiples; disk: payload bytes)
-  std::size_t total_bytes = 0;       // the space's limit (0 for disk: unbounded)
+  std::size_t total_bytes = 0;       // bytes taken from the space: used plus the pool's free
+                                     // blocks (CuPy's and Cumo's total_bytes; disk: used)
+  std::size_t limit_bytes = 0;       // the space's budget (0 for disk: unbounded)
   std::size_t spilled_bytes = 0;     // bytes evicted out of this space so far, in all
   std::size_t peak_bytes = 0;        // the most `used_bytes` has been
   std::size_t cached_bytes = 0;      // freed blocks the space's pool keeps for reuse
