@@ -348,6 +348,30 @@ void run_matmul(gs::Context& ctx, int64_t n, int reps, const char* bench) {
     if (ctx.backend_name() == "cpu") run_openblas(av, bv, n, reps);
 }
 
+// A GPT-2-style block on (tokens, 768): layer_norm -> matmul (768 x 3072) -> gelu_tanh ->
+// matmul (3072 x 768) -> residual add, in dtype T; bytes are the four matrices' traffic is
+// not counted: the figure is the time per block (gpu_ms) beside torch eager's.
+template <class T>
+void run_gpt2(gs::Context& ctx, int64_t tokens, int reps, const char* bench) {
+  const int64_t d = 768, h = 4 * d;
+  auto x = gs::random::uniform<float>(ctx, {tokens, d}, 11, -1.0f, 1.0f).astype<T>();
+  auto w1 = (gs::random::uniform<float>(ctx, {d, h}, 12, -1.0f, 1.0f) * 0.036f).astype<T>();
+  auto w2 = (gs::random::uniform<float>(ctx, {h, d}, 13, -1.0f, 1.0f) * 0.018f).astype<T>();
+  auto g = gs::ones<T>(ctx, {d});
+  auto b = gs::zeros<T>(ctx, {d});
+  auto block = [&] {
+    return x + gs::matmul(gs::gelu_tanh(gs::matmul(gs::layer_norm(x, g, b), w1)), w2);
+  };
+  const auto y = block().to_vector();
+  for (float v : {float(y[0]), float(y[y.size() / 2]), float(y.back())})
+    if (!std::isfinite(v)) {
+      std::fprintf(stderr, "bench_arrays: %s is not finite\n", bench);
+      std::exit(1);
+    }
+  gs::Array<T> out;
+  timed(ctx, bench, tokens, 2.0 * 2.0 * double(tokens) * d * h, reps, [&] { out = block(); });
+}
+
 void run_fused(gs::Context& ctx, int64_t n, int reps) {
   const auto xv = random_floats(n, 7);
   run_activations(ctx, xv, n, reps);
@@ -385,11 +409,12 @@ int main(int argc, char** argv) {
   CLI::App app("gridspan's array benchmarks (JSON lines on stdout)");
   std::vector<int> sizes{12, 20, 28};
   int reps = 20;
-  bool overhead = false, fused = false, matmul = false;
+  bool overhead = false, fused = false, matmul = false, gpt2 = false;
   app.add_option("--sizes", sizes, "log2 of the element counts");
   app.add_flag("--overhead", overhead, "time the parts of a small call instead");
   app.add_flag("--fused", fused, "time Cumo's fused operations instead (rows of 4096)");
   app.add_flag("--matmul", matmul, "time matmul of n x n matrices instead (--sizes: log2 of n)");
+  app.add_flag("--gpt2", gpt2, "time a GPT-2-style block on (2^k tokens, 768) instead");
   app.add_option("--reps", reps, "timed calls per figure");
   app.add_option("--only", only, "time these figures only (copy, add, chain_fused, sum_all ...)");
   CLI11_PARSE(app, argc, argv);
@@ -400,7 +425,10 @@ int main(int argc, char** argv) {
         run_overhead(ctx, n, reps);
       else if (fused)
         run_fused(ctx, n, reps);
-      else if (matmul) {
+      else if (gpt2) {
+        run_gpt2<float>(ctx, n, reps, "gpt2_f32");
+        run_gpt2<gs::bfloat16>(ctx, n, reps, "gpt2_bf16");
+      } else if (matmul) {
         run_matmul<float>(ctx, int64_t(1) << k, reps, "matmul_f32");
         run_matmul<gs::bfloat16>(ctx, int64_t(1) << k, reps, "matmul_bf16");
       } else

@@ -124,15 +124,43 @@ def run_matmul(n, reps):
         emit("torch", name, n, 2 * n ** 3, timer(sync, event, lambda: a @ b, reps), reps, str(dtype))
 
 
+def run_gpt2(tokens, reps):
+    """A GPT-2-style block on (tokens, 768) in torch eager, as bench_arrays --gpt2 times it:
+    layer_norm -> matmul (768 x 3072) -> gelu (tanh) -> matmul (3072 x 768) -> residual add;
+    float32 without TF32, and bfloat16. "bytes" are the flops of the two products."""
+    import torch
+    import torch.nn.functional as F
+    torch.backends.cuda.matmul.allow_tf32 = False
+    sync, event = torch.cuda.synchronize, lambda: torch.cuda.Event(enable_timing=True)
+    d, h = 768, 3072
+    for dtype, name in ((torch.float32, "gpt2_f32"), (torch.bfloat16, "gpt2_bf16")):
+        x = (torch.rand(tokens, d, device="cuda") * 2 - 1).to(dtype)
+        w1 = ((torch.rand(d, h, device="cuda") * 2 - 1) * 0.036).to(dtype)
+        w2 = ((torch.rand(h, d, device="cuda") * 2 - 1) * 0.018).to(dtype)
+        g = torch.ones(d, device="cuda", dtype=dtype)
+        b = torch.zeros(d, device="cuda", dtype=dtype)
+
+        def block():
+            y = F.layer_norm(x, (d,), g, b, 1e-5)
+            return x + F.gelu(y @ w1, approximate="tanh") @ w2
+
+        emit("torch", name, tokens, 4 * tokens * d * h, timer(sync, event, block, reps), reps,
+             str(dtype))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[24, 28])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[24, 28])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--matmul", type=int, nargs="*", default=[],
                     help="also matmul of n x n for these log2 n")
+    ap.add_argument("--gpt2", type=int, nargs="*", default=[],
+                    help="also a GPT-2-style block on (2^k tokens, 768) for these k")
     args = ap.parse_args()
     for k in args.matmul:
         run_matmul(1 << k, args.reps)
+    for k in args.gpt2:
+        run_gpt2(1 << k, args.reps)
     for k in args.sizes:
         run_torch(1 << k, args.reps)
         if (1 << k) >= ROW:

@@ -3,9 +3,12 @@
 // reading the row through the input's Program (an expression is computed where it is read, a
 // view read where it lies), combining their partials with device/rows.hpp's block_all, and
 // writing the row. On a GPU a row of up to 16 Ki elements is read once into registers
-// (`per_thread` of them per thread, a compile-time constant); longer rows, and the cpu
-// backend's one-thread blocks, read it again in each pass. Superblocks follow the output's
-// chunks, which cut only the leading axes: each row stays whole on one device.
+// (about 16 per thread, `per_thread` a compile-time constant, and so is the thread count:
+// addresses are offsets of one, and a row that fills every register has no guards);
+// longer rows, and the cpu backend's one-thread blocks, read it again in each pass.
+// Per element the passes multiply by a reciprocal taken once per row, and softmax keeps
+// its exponentials in the registers. Superblocks follow the output's chunks, which cut
+// only the leading axes: each row stays whole on one device.
 #include <fmt/format.h>
 
 #include "array/expr.hpp"
@@ -48,6 +51,7 @@ struct RowPlan {
   int64_t length = 0;      // of a row
   int64_t threads = 1;     // per block (blockDim.x)
   int64_t per_thread = 0;  // elements kept in registers per thread (0: read in each pass)
+  bool full = false;       // threads * per_thread == length: no thread's element is past the end
   bool gamma = false, beta = false;
 };
 
@@ -56,9 +60,16 @@ struct RowPlan {
 void choose_threads(RowPlan& plan, bool gpu) {
   if (!gpu) return;
   const int64_t L = std::max<int64_t>(plan.length, 1);
-  plan.threads = std::clamp<int64_t>(pow2_at_least((L + 7) / 8), 32, 1024);
+  plan.threads = std::clamp<int64_t>(pow2_at_least((L + 15) / 16), 32, 1024);
   const int64_t k = (L + plan.threads - 1) / plan.threads;
   plan.per_thread = k <= 16 ? k : 0;
+  plan.full = plan.per_thread > 0 && plan.threads * plan.per_thread == L;
+}
+
+// The index along the row of register gs_k (the thread count a compile-time constant, so
+// that the addresses are offsets of one).
+std::string reg_index(const RowPlan& plan) {
+  return fmt::format("threadIdx.x + (int64_t)gs_k * {}", plan.threads);
 }
 
 // The axis names of a row's leading axes (blockIdx.y, .z) and the last axis's index `gs_j`.
@@ -88,24 +99,27 @@ std::string each(const RowPlan& plan, const Program& p, const std::string& body)
   if (plan.per_thread > 0)
     return fmt::format(
         "#pragma unroll\n  for (int gs_k = 0; gs_k < {0}; ++gs_k) {{\n"
-        "    const int64_t gs_j = threadIdx.x + (int64_t)gs_k * blockDim.x;\n"
-        "    if (gs_j < n{1}) {{\n    const A x = gs_r[gs_k];\n{2}    }}\n  }}\n",
-        plan.per_thread, last, body);
+        "    const int64_t gs_j = {3};\n"
+        "    if ({4}) {{\n    const A x = gs_r[gs_k];\n{2}    }}\n  }}\n",
+        plan.per_thread, last, body, reg_index(plan),
+        plan.full ? "true" : fmt::format("gs_j < n{}", last));
   return fmt::format(
-      "  for (int64_t gs_j = threadIdx.x; gs_j < n{0}; gs_j += blockDim.x) {{\n"
+      "  for (int64_t gs_j = threadIdx.x; gs_j < n{0}; gs_j += {4}) {{\n"
       "    const int64_t a{0} = gs_j;\n{1}    const A x = (A)v{2};\n{3}  }}\n",
-      last, p.step_code(), p.result.index, body);
+      last, p.step_code(), p.result.index, body, plan.threads);
 }
 
 // The row read into registers once (per_thread > 0).
 std::string load_row(const RowPlan& plan, const Program& p) {
   if (plan.per_thread == 0) return "";
   const int last = plan.rank - 1;
+  const std::string past =
+      plan.full ? "" : fmt::format("    if (a{0} >= n{0}) {{ gs_r[gs_k] = 0; continue; }}\n", last);
   return fmt::format(
       "  A gs_r[{0}];\n#pragma unroll\n  for (int gs_k = 0; gs_k < {0}; ++gs_k) {{\n"
-      "    const int64_t a{1} = threadIdx.x + (int64_t)gs_k * blockDim.x;\n"
-      "    if (a{1} >= n{1}) {{ gs_r[gs_k] = 0; continue; }}\n{2}    gs_r[gs_k] = (A)v{3};\n  }}\n",
-      plan.per_thread, last, p.step_code(), p.result.index);
+      "    const int64_t a{1} = {4};\n{5}{2}"
+      "    gs_r[gs_k] = (A)v{3};\n  }}\n",
+      plan.per_thread, last, p.step_code(), p.result.index, reg_index(plan), past);
 }
 
 std::string store(const RowPlan& plan, const std::string& v) {
@@ -119,13 +133,19 @@ std::string passes(const RowPlan& plan, const Program& p) {
   const std::string g = plan.gamma ? "(A)gridspan::fused::load(gs_g(gs_j))" : "";
   const std::string b = plan.beta ? "(A)gridspan::fused::load(gs_be(gs_j))" : "";
   switch (plan.kind) {
-    case Kind::softmax:
+    case Kind::softmax: {
+      // In registers the exponentials are kept from the sum's pass for the last.
+      const bool kept = plan.per_thread > 0;
       return "  A m = -gridspan::rows::infinity(A());\n" +
              each(plan, p, "    m = gridspan::rows::Max()(m, x);\n") +
              "  m = gridspan::rows::block_all(m, gridspan::rows::Max());\n  A s = 0;\n" +
-             each(plan, p, "    s += gridspan::ew::exp(x - m);\n") +
-             "  s = gridspan::rows::block_all(s, gridspan::rows::Sum());\n" +
-             each(plan, p, store(plan, "gridspan::ew::exp(x - m) / s"));
+             each(plan, p,
+                  kept ? "    const A e = gridspan::ew::exp(x - m);\n    s += e;\n"
+                         "    gs_r[gs_k] = e;\n"
+                       : "    s += gridspan::ew::exp(x - m);\n") +
+             "  const A inv = (A)1 / gridspan::rows::block_all(s, gridspan::rows::Sum());\n" +
+             each(plan, p, store(plan, kept ? "x * inv" : "gridspan::ew::exp(x - m) * inv"));
+    }
     case Kind::layer_norm:
       return "  A s = 0;\n" + each(plan, p, "    s += x;\n") +
              fmt::format(
@@ -134,17 +154,17 @@ std::string passes(const RowPlan& plan, const Program& p) {
                  n) +
              each(plan, p, "    q += (x - mean) * (x - mean);\n") +
              fmt::format(
-                 "  const A sd = gridspan::ew::sqrt(gridspan::rows::block_all(q, "
+                 "  const A rstd = (A)1 / gridspan::ew::sqrt(gridspan::rows::block_all(q, "
                  "gridspan::rows::Sum()) / {} + (A)eps);\n",
                  n) +
-             each(plan, p, store(plan, fmt::format("(x - mean) / sd * {} + {}", g, b)));
+             each(plan, p, store(plan, fmt::format("(x - mean) * rstd * {} + {}", g, b)));
     case Kind::rms_norm:
       return "  A q = 0;\n" + each(plan, p, "    q += x * x;\n") +
              fmt::format(
-                 "  const A rms = gridspan::ew::sqrt(gridspan::rows::block_all(q, "
+                 "  const A rinv = (A)1 / gridspan::ew::sqrt(gridspan::rows::block_all(q, "
                  "gridspan::rows::Sum()) / {} + (A)eps);\n",
                  n) +
-             each(plan, p, store(plan, fmt::format("x / rms * {}", g)));
+             each(plan, p, store(plan, fmt::format("x * rinv * {}", g)));
     default:  // quantize: zeros where the scale is zero, infinite or NaN
       return "  A m = 0;\n" +
              each(plan, p, "    m = gridspan::rows::Max()(m, gridspan::ew::abs(x));\n") +
@@ -281,9 +301,9 @@ struct RowArrays {
 
 void launch_rows(const std::shared_ptr<runtime::Driver>& driver, const RowPlan& plan,
                  const Program& p, const RowArrays& a, double eps) {
-  const std::string key =
-      fmt::format("rows:{}:{}:{}:{}:{}:{}:{}:{}|{}", int(plan.kind), int(plan.in), int(plan.acc),
-                  plan.rank, plan.threads, plan.per_thread, plan.gamma, plan.beta, p.key());
+  const std::string key = fmt::format("rows:{}:{}:{}:{}:{}:{}:{}:{}:{}|{}", int(plan.kind),
+                                      int(plan.in), int(plan.acc), plan.rank, plan.threads,
+                                      plan.per_thread, plan.full, plan.gamma, plan.beta, p.key());
   const Kernel& kernel = cached_kernel(driver, key, [&](const std::string& name) {
     auto [src, ann] = row_kernel(plan, p, name);
     auto def = KernelDef::from_source(src, name).annotate(ann);

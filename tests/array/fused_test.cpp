@@ -491,9 +491,11 @@ class RowGpuGeometry : public ::testing::Test {
   void TearDown() override { array::set_row_test_hooks(nullptr); }
   void everything(gs::Context& ctx) {
     check_rows<float>(ctx, {6, 100}, 1e-4, 80);       // 32 threads, 4 elements each in registers
-    check_rows<double>(ctx, {3, 5000}, 1e-12, 81);    // 1024 threads, 5 each
+    check_rows<double>(ctx, {3, 5000}, 1e-12, 81);    // 512 threads, 10 each
     check_rows<float>(ctx, {2, 3, 20000}, 1e-4, 82);  // 1024 threads, read in each pass
-    check_rows<gs::bfloat16>(ctx, {700}, 2.0 / 128, 83);
+    check_rows<gs::bfloat16>(ctx, {700}, 2.0 / 128, 83);     // 64 threads, 11 each
+    check_rows<float>(ctx, {5, 256}, 1e-4, 85);              // 32 x 8: full rows, no guards
+    check_rows<gs::bfloat16>(ctx, {3, 512}, 2.0 / 128, 86);  // 32 x 16, full
     auto [xq, scale] = gs::quantize_symmetric(ctx.from_vector<float>(
         {-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 127.0f, 1, NAN, 2, 3, 4, 5, 6}, {2, 7}));
     EXPECT_EQ(xq.to_vector(), (std::vector<int8_t>{-3, -2, -1, 1, 2, 3, 127, 0, 0, 0, 0, 0, 0, 0}));
