@@ -101,6 +101,11 @@ struct Program {
   /// the last axis, as a loop the compiler vectorises: the cpu backend's kernels, whose
   /// threads are iterations of a loop on one core anyway.
   bool looped = false;
+  /// On a GPU (with `looped`): a thread runs `unrolled` elements of its block's part of the
+  /// last axis, blockDim.x apart (each access coalesced), all loaded before any is stored;
+  /// the block's elements are its threads' lines, as the annotation says, and a checked
+  /// build runs the lines themselves. 0: one element per thread, or the cpu's lines.
+  int unrolled = 0;
 
   /// The shape of the expression (operations, dtypes, broadcasts, views), not its values:
   /// equal keys, equal kernels.

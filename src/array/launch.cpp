@@ -154,9 +154,10 @@ std::array<int64_t, kMaxRank> chunk_grain(const plan::ArrayMeta& meta) {
 
 // 256 threads, the fastest axis first, each axis a power of two dividing its grain.
 std::array<int64_t, kMaxRank> choose_block(const Dim& shape,
-                                           const std::array<int64_t, kMaxRank>& grain) {
+                                           const std::array<int64_t, kMaxRank>& grain,
+                                           int64_t elements) {
   std::array<int64_t, kMaxRank> block{1, 1, 1};
-  int64_t left = 256;
+  int64_t left = elements;
   for (int k = shape.rank() - 1; k >= 0; --k) {
     int64_t e = std::min(left, pow2_at_least(shape[k]));
     while (grain[k] != 0 && grain[k] % e != 0) e /= 2;
@@ -232,12 +233,38 @@ void track_pending(const std::shared_ptr<ArrayHandle>& h) {
   }
 }
 
+namespace {
+ElementwiseTestHooks* g_hooks = nullptr;
+
+// A GPU thread's elements in the unrolled kernels: 4 (16 bytes of float32 per thread in
+// flight at once), in blocks of 1024 elements (256 threads).
+constexpr int kUnrolled = 4;
+constexpr int64_t kUnrolledBlock = 1024;
+
+std::array<int64_t, kMaxRank> element_block(const Dim& shape, const ArrayHandle* along,
+                                            bool follow_grain, int unrolled) {
+  return choose_block(shape,
+                      follow_grain && along && !along->is_view ? chunk_grain(along->meta())
+                                                               : std::array<int64_t, 3>{0, 0, 0},
+                      unrolled ? kUnrolledBlock : 256);
+}
+}  // namespace
+
+void set_elementwise_test_hooks(ElementwiseTestHooks* hooks) {
+  g_hooks = hooks;
+}
+
+int unrolled_elements(const Dim& shape, const ArrayHandle* along, bool follow_grain) {
+  if (shape.rank() == 0) return 0;
+  const auto block = element_block(shape, along, follow_grain, kUnrolled);
+  const int64_t width = block[shape.rank() - 1];
+  return width % kUnrolled == 0 && width / kUnrolled >= 32 ? kUnrolled : 0;
+}
+
 void launch_elements(const std::shared_ptr<runtime::Driver>& driver, const Kernel& kernel,
                      const Dim& shape, const ArrayHandle* along, bool follow_grain,
-                     const std::vector<detail::LaunchArg>& args, bool looped) {
-  const auto block = choose_block(shape, follow_grain && along && !along->is_view
-                                             ? chunk_grain(along->meta())
-                                             : std::array<int64_t, 3>{0, 0, 0});
+                     const std::vector<detail::LaunchArg>& args, bool looped, int unrolled) {
+  const auto block = element_block(shape, along, follow_grain, unrolled);
   const int last = shape.rank() - 1;
   if (!looped || last < 0) {
     const Dim threads = thread_dim(
@@ -249,10 +276,10 @@ void launch_elements(const std::shared_ptr<runtime::Driver>& driver, const Kerne
   }
   // A thread per block-wide line of the last axis (blocks one thread wide along it): the
   // same grid of blocks, so the same superblocks.
-  const int64_t line = block[last];
+  const int64_t line = unrolled ? unrolled : block[last];
   std::array<int64_t, 3> threads{shape.get(0), shape.get(1), shape.get(2)}, per_block = block;
   threads[last] = (shape[last] + line - 1) / line;
-  per_block[last] = 1;
+  per_block[last] = block[last] / line;
   std::vector<detail::LaunchArg> with_line = args;
   Arguments e;
   e.integer(line);
@@ -263,20 +290,27 @@ void launch_elements(const std::shared_ptr<runtime::Driver>& driver, const Kerne
 
 void launch_program(const std::shared_ptr<runtime::Driver>& driver, Program& p) {
   ArrayHandle& target = *p.target.handle;
-  p.looped = driver->backend_name() == "cpu";
+  const bool cpu = driver->backend_name() == "cpu";
+  p.unrolled = cpu && !(g_hooks && g_hooks->unroll_on_cpu)
+                   ? 0
+                   : unrolled_elements(p.shape, &target, !p.target.fresh);
+  p.looped = cpu || p.unrolled > 0;
   if (p.target.fresh) {
     target.storage = Library::of(driver).fresh(driver, p.dtype, p.shape);
     p.target.access.storage = target.storage;
   }
   const Kernel& kernel = cached_kernel(driver, p.key(), [&](const std::string& name) {
-    return KernelDef::from_source(p.source(name), name).annotate(p.annotation());
+    auto def = KernelDef::from_source(p.source(name), name).annotate(p.annotation());
+    if (g_hooks) g_hooks->generated.push_back(def);
+    return def;
   });
   Arguments args;
   args.shape(p.shape);
   args.view(p.target.access);
   for (const Leaf& l : p.leaves) args.view(l);
   for (const Scalar& s : p.scalars) args.scalar(s);
-  launch_elements(driver, kernel, p.shape, &target, !p.target.fresh, args.list(), p.looped);
+  launch_elements(driver, kernel, p.shape, &target, !p.target.fresh, args.list(), p.looped,
+                  p.unrolled);
 }
 
 }  // namespace gridspan::array

@@ -23,9 +23,11 @@ Dim without(const Dim& d, int axis);
 Dim with_extent(Dim d, int axis, int64_t e);
 /// Per array axis, the gcd of the chunk boundaries inside the array (0: none).
 std::array<int64_t, kMaxRank> chunk_grain(const plan::ArrayMeta& meta);
-/// 256 threads, the fastest axis first, each axis a power of two dividing its grain.
+/// 256 threads (`elements`), the fastest axis first, each axis a power of two dividing its
+/// grain.
 std::array<int64_t, kMaxRank> choose_block(const Dim& shape,
-                                           const std::array<int64_t, kMaxRank>& grain);
+                                           const std::array<int64_t, kMaxRank>& grain,
+                                           int64_t elements = 256);
 /// Thread-space Dims (x fastest) of an array-axis triple.
 Dim thread_dim(const Dim& shape, const std::array<int64_t, kMaxRank>& per_axis);
 /// One superblock per chunk's owned box (in blocks of `block`, x fastest), on its device.
@@ -48,10 +50,23 @@ inline const Leaf* guide_leaf(const Program& p, const Dim& shape) {
 /// superblocks follow the chunks of `along` (a plain array of that shape; with
 /// `follow_grain`, blocks never straddle them), else slices of the slowest axis per device.
 /// `looped`: instead one thread per line of a block's width along the last axis (a Program
-/// with `looped` set; the line's length is passed after `args`).
+/// with `looped` set; the line's length is passed after `args`); with `unrolled` (a GPU's
+/// Program::unrolled), lines of that many elements in blocks of `unrolled_block` elements.
 void launch_elements(const std::shared_ptr<runtime::Driver>& driver, const Kernel& kernel,
                      const Dim& shape, const ArrayHandle* along, bool follow_grain,
-                     const std::vector<detail::LaunchArg>& args, bool looped = false);
+                     const std::vector<detail::LaunchArg>& args, bool looped = false,
+                     int unrolled = 0);
+/// A GPU's elements per thread, and its block (in elements), for a Program of `shape` whose
+/// blocks follow `along`'s chunk grain (with `follow_grain`); 0 where a block would be
+/// narrower than a warp along the last axis (then one element per thread).
+int unrolled_elements(const Dim& shape, const ArrayHandle* along, bool follow_grain);
+/// Tests: the cpu backend runs the GPU's unrolled elementwise kernels too (their blocks,
+/// their mapping), and the kernels generated are kept for NVRTC. Null: none.
+struct ElementwiseTestHooks {
+  bool unroll_on_cpu = false;
+  std::vector<KernelDef> generated;
+};
+void set_elementwise_test_hooks(ElementwiseTestHooks* hooks);
 
 // The launch's arguments, in the order Program::source declares the parameters.
 class Arguments {

@@ -182,7 +182,8 @@ void key_leaf(std::string& k, const Leaf& l) {
 std::string Program::key() const {
   std::string k = fmt::format("r{}d{}t{}{}{}{}|", shape.rank(), static_cast<int>(dtype),
                               target.fresh ? 'f' : 'u', target.also_read ? 'r' : 'w',
-                              static_cast<int>(target.access.dtype), looped ? "l" : "");
+                              static_cast<int>(target.access.dtype),
+                              looped ? fmt::format("l{}", unrolled) : "");
   if (!target.fresh) key_leaf(k, target.access);
   k += '|';
   for (const Leaf& l : leaves) key_leaf(k, l);
@@ -466,6 +467,8 @@ class SourceWriter {
           "  const int64_t gs_end = gs_w * gs_e + gs_e < n{0} ? gs_w * gs_e + gs_e : n{0};\n"
           "  for (int64_t a{0} = gs_w * gs_e; a{0} < gs_end; ++a{0}) {{\n{1}  }}\n",
           rank - 1, element_code);
+      if (p_.unrolled > 0)
+        body = fmt::format("#if GRIDSPAN_CHECKED\n{}#else\n{}#endif\n", body, unrolled_body());
     } else {
       body += element_code;
     }
@@ -474,6 +477,32 @@ class SourceWriter {
         "#include <gridspan/device/random.hpp>\n"
         "__device__ void {}(dim3 blockIdx{}) {{\n{}}}\n",
         name, params(), body);
+  }
+
+  // The unrolled variant's body: the leading axes as one thread per element, then the
+  // thread's `unrolled` elements of the block's part of the last axis, all computed into
+  // registers before any is stored (so that their loads are in flight together).
+  std::string unrolled_body() const {
+    const int rank = p_.shape.rank(), last = rank - 1;
+    std::string body, guard;
+    for (int k = rank - 2; k >= 0; --k) {
+      const char axis = "xyz"[rank - 1 - k];
+      body += fmt::format(
+          "  const int64_t {0} = (int64_t)blockIdx.{1} * blockDim.{1} + threadIdx.{1};\n",
+          axis_name(k), axis);
+      guard += fmt::format("{}{} >= n{}", guard.empty() ? "" : " || ", axis_name(k), k);
+    }
+    if (!guard.empty()) body += fmt::format("  if ({}) return;\n", guard);
+    const std::string each = fmt::format(
+        "#pragma unroll\n  for (int gs_k = 0; gs_k < {0}; ++gs_k) {{\n"
+        "    const int64_t a{1} = (int64_t)blockIdx.x * blockDim.x * {0} + threadIdx.x + "
+        "(int64_t)gs_k * blockDim.x;\n    if (a{1} < n{1}) {{\n",
+        p_.unrolled, last);
+    body += fmt::format("  {} gs_u[{}];\n", reg(p_.steps[p_.result.index].dtype), p_.unrolled);
+    body += each + steps() + fmt::format("    gs_u[gs_k] = v{};\n    }}\n  }}\n", p_.result.index);
+    body += each + fmt::format("    gridspan::fused::store({}, gs_u[gs_k]);\n    }}\n  }}\n",
+                               element(p_.target_access(), "out"));
+    return body;
   }
 
   std::string steps() const {

@@ -5,9 +5,11 @@
 
 #include <cmath>
 
+#include "array/launch.hpp"
 #include "gridspan/device/random.hpp"
 #include "gridspan/gridspan.hpp"
 #include "support/devices.hpp"
+#include "support/nvrtc.hpp"
 #include "support/random.hpp"
 
 namespace gridspan {
@@ -250,6 +252,78 @@ TEST(ArrayElementwise, SmallResultsReuseTheArraysOfResultsThatWent) {
   auto k7 = kept.to_vector();
   for (int64_t k = 0; k < n; k += 97) ASSERT_EQ(k7[k], av[k] * 7.0f) << k;
 }
+
+// The GPU's unrolled elementwise kernels (four elements a thread, a block's threads apart,
+// in blocks of 1024 elements), run on cpu devices: tails, ranks 1 to 3, broadcasts, views,
+// in-place updates, 16-bit floats, on 1 and 3 devices, checked (the annotation's lines) and
+// not; then NVRTC compiles every kernel they made.
+class UnrolledElementwise : public ::testing::Test {
+ protected:
+  void SetUp() override { array::set_elementwise_test_hooks(&hooks); }
+  void TearDown() override { array::set_elementwise_test_hooks(nullptr); }
+  void everything(gs::Context& ctx) {
+    for (const gs::Dim& shape :
+         {gs::Dim{4099}, gs::Dim{7, 1000}, gs::Dim{3, 2048}, gs::Dim{2, 3, 700}, gs::Dim{5, 96}}) {
+      const auto n = std::size_t(shape.volume());
+      const auto av = randoms<float>(n, 40), bv = randoms<float>(n, 41);
+      auto a = ctx.from_vector(av, shape), b = ctx.from_vector(bv, shape);
+      auto y = (gs::tanh(a * b + 1.0f) - a).to_vector();
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_NEAR(y[i], std::tanh(av[i] * bv[i] + 1.0f) - av[i], 1e-5) << shape.str() << " " << i;
+      a += b;  // in place: the target is read and written
+      auto s = a.to_vector();
+      for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(s[i], av[i] + bv[i]) << shape.str();
+      auto h = (b.astype<gs::bfloat16>() * 3.0f).to_vector();
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_EQ(float(h[i]), float(gs::bfloat16(float(gs::bfloat16(bv[i])) * 3.0f)));
+    }
+    // A broadcast row, and a transposed view read and a sliced view written.
+    const auto mv = randoms<double>(64 * 300, 42), rv = randoms<double>(300, 43);
+    auto m = ctx.from_vector(mv, {64, 300});
+    auto r = ctx.from_vector(rv, {300});
+    auto t = (gs::transpose(m, {1, 0}) * 2.0).to_vector();  // (300, 64)
+    for (int64_t i = 0; i < 300; ++i)
+      for (int64_t j = 0; j < 64; ++j) ASSERT_EQ(t[i * 64 + j], 2 * mv[j * 300 + i]);
+    auto p = (m + r).to_vector();
+    for (int64_t i = 0; i < 64 * 300; ++i) ASSERT_EQ(p[i], mv[i] + rv[i % 300]);
+    auto part = m.slice(gs::range(0, 64, 2), gs::range(10, 290));
+    part.assign(part * 0.5);
+    auto back = m.to_vector();
+    for (int64_t i = 0; i < 64; ++i)
+      for (int64_t j = 0; j < 300; ++j) {
+        const bool in = i % 2 == 0 && j >= 10 && j < 290;
+        ASSERT_EQ(back[i * 300 + j], in ? mv[i * 300 + j] * 0.5 : mv[i * 300 + j]);
+      }
+  }
+  array::ElementwiseTestHooks hooks{true, {}};
+};
+
+TEST_F(UnrolledElementwise, MatchTheHostOnOneAndThreeDevices) {
+  for (int devices : {1, 3}) {
+    gs::Context ctx(quiet(devices));
+    everything(ctx);
+  }
+}
+
+TEST_F(UnrolledElementwise, CheckedModeRunsTheAnnotationsLines) {
+  gs::Config c = quiet(2);
+  c.check = true;
+  gs::Context ctx(c);
+  everything(ctx);
+}
+
+#ifdef GRIDSPAN_HAVE_CUDA
+TEST_F(UnrolledElementwise, KernelsCompileForCuda) {
+  gs::Context ctx(quiet(2));
+  everything(ctx);
+  ASSERT_GE(hooks.generated.size(), 5u);
+  std::size_t unrolled = 0;
+  for (const auto& def : hooks.generated)
+    unrolled += def.source().find("gs_u[") != std::string::npos;
+  EXPECT_GE(unrolled, 5u) << "the unrolled variant should have been generated";
+  test::expect_compile_for_sm90(hooks.generated);
+}
+#endif
 
 }  // namespace
 }  // namespace gridspan
