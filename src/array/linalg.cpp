@@ -8,6 +8,7 @@
 #include "array/blas.hpp"
 #include "array/expr.hpp"
 #include "array/launch.hpp"
+#include "array/rows.hpp"
 #include "gridspan/array/linalg.hpp"
 #include "gridspan/core/error.hpp"
 #include "runtime/driver.hpp"
@@ -80,6 +81,41 @@ NativeDef gemm_native(const std::string& name, bool trans_a, bool accumulate, bo
   return def;
 }
 
+// The native function multiplying one tile of C by one panel of k (SUMMA's step: the
+// runtime brings each task its tile's rows of A and columns of B over the panel), for
+// dtype T: C[I, J] = alpha A[I, P] B[P, J] + beta C[I, J].
+template <class T>
+NativeDef tile_native(const std::string& name, bool trans_a, bool trans_b, bool accumulate,
+                      bool allow_tf32) {
+  auto handles = std::make_shared<blas::CublasHandles>();
+  auto fn = [handles, allow_tf32](const NativeContext& nc, Matrix<const T> a, Matrix<const T> b,
+                                  Matrix<T> c, int64_t m, int64_t n, int64_t p0, int64_t p1,
+                                  int64_t ta, int64_t tb, double alpha, double beta) {
+    const Rect r = nc.threads(Dim{n, m});  // x: C's columns, y: its rows
+    const int64_t i0 = r.lo[1], j0 = r.lo[0];
+    blas::Gemm g;
+    g.dtype = dtype_v<T>;
+    g.trans_a = ta != 0, g.trans_b = tb != 0;
+    g.m = r.hi[1] - i0, g.n = r.hi[0] - j0, g.k = p1 - p0;
+    g.alpha = alpha, g.beta = beta;
+    g.lda = a.stride_[0], g.ldb = b.stride_[0], g.ldc = c.stride_[0];
+    g.a = g.trans_a ? a.base_ + p0 * g.lda + i0 : a.base_ + i0 * g.lda + p0;
+    g.b = g.trans_b ? b.base_ + j0 * g.ldb + p0 : b.base_ + p0 * g.ldb + j0;
+    g.c = c.base_ + i0 * g.ldc + j0;
+    if (nc.stream)
+      blas::gpu_gemm(g, *handles, nc.device, nc.stream, allow_tf32);
+    else
+      blas::host_gemm(g);
+  };
+  auto def = NativeDef::from_function(
+      name, fn, {"a", "b", "c", "m", "n", "p0", "p1", "ta", "tb", "alpha", "beta"});
+  def.annotate(fmt::format("global [j, i] => {} c[i, j], read {}, read {}",
+                           accumulate ? "readwrite" : "write",
+                           trans_a ? "a[p0 : p1 - 1, i]" : "a[i, p0 : p1 - 1]",
+                           trans_b ? "b[j, p0 : p1 - 1]" : "b[p0 : p1 - 1, j]"));
+  return def;
+}
+
 // `f(T())` for the C++ type of a floating dtype.
 template <class F>
 NativeDef with_float_type(DType dtype, F&& f) {
@@ -102,6 +138,18 @@ NativeDef gemm_native_for(DType dtype, const std::string& name, bool trans_a, bo
   });
 }
 
+NativeDef tile_native_for(DType dtype, const std::string& name, bool trans_a, bool trans_b,
+                          bool accumulate, bool allow_tf32) {
+  return with_float_type(dtype, [&](auto t) {
+    return tile_native<decltype(t)>(name, trans_a, trans_b, accumulate, allow_tf32);
+  });
+}
+
+std::string tile_name(DType dtype, bool trans_a, bool trans_b, bool accumulate, bool tf32) {
+  return fmt::format("gs_gemm_tile_{}{}{}{}{}", dtype_name(dtype), trans_a ? "_at" : "",
+                     trans_b ? "_bt" : "", accumulate ? "_acc" : "", tf32 ? "_tf32" : "");
+}
+
 std::string native_name(DType dtype, bool trans_a, bool accumulate, bool tf32) {
   return fmt::format("gs_gemm_{}{}{}{}", dtype_name(dtype), trans_a ? "_at" : "",
                      accumulate ? "_acc" : "", tf32 ? "_tf32" : "");
@@ -117,6 +165,54 @@ DataDistribution product_distribution(const std::shared_ptr<runtime::Driver>& dr
   if (devices > 1 && rows >= devices && flops >= double(devices) * double(int64_t(1) << 27))
     return dist::rows((rows + devices - 1) / devices);
   return detail::default_distribution(driver, dtype, shape);
+}
+
+// ---- SUMMA: tiles of C, panels of k ---------------------------------------------------------
+
+int g_test_panels = 0;
+
+// How many panels of k a product takes over tiles of C, or 0 for rows of C against the whole
+// of B: tiles once B is more than a quarter of the smallest device budget (every device would
+// hold all of it), in panels that keep B's part of a task within an eighth.
+int64_t summa_panels(const std::shared_ptr<runtime::Driver>& driver, DType dtype, int64_t K,
+                     int64_t N) {
+  if (g_test_panels > 0) return std::min<int64_t>(g_test_panels, K);
+  if (driver->device_count() < 2) return 0;
+  double budget = 0;
+  for (const RankInfo& r : driver->ranks())
+    for (std::size_t b : r.device_memory)
+      if (b && (budget == 0 || double(b) < budget)) budget = double(b);
+  const double b_bytes = double(K) * double(N) * double(dtype_size(dtype));
+  if (budget == 0 || b_bytes <= budget / 4) return 0;
+  return std::min<int64_t>(K, static_cast<int64_t>(std::ceil(b_bytes / (budget / 8))));
+}
+
+// C in a grid of tiles, one per device: rows x columns, the larger side of C cut more.
+DataDistribution tile_distribution(int devices, int64_t M, int64_t N) {
+  int cut = 1;  // the grid's smaller side: the largest divisor of `devices` up to its root
+  for (int d = 1; d * d <= devices; ++d)
+    if (devices % d == 0) cut = d;
+  const int64_t pr = M >= N ? devices / cut : cut, pc = devices / pr;
+  const int64_t rm = (M + pr - 1) / pr, cn = (N + pc - 1) / pc;
+  std::vector<ChunkSpec> chunks;
+  for (int64_t a = 0; a < pr; ++a)
+    for (int64_t b = 0; b < pc; ++b) {
+      const Rect box(2, {a * rm, b * cn, 0},
+                     {std::min(M, (a + 1) * rm), std::min(N, (b + 1) * cn), 1});
+      if (!box.empty()) chunks.push_back(ChunkSpec{box, box, static_cast<int>(a * pc + b)});
+    }
+  return dist::custom("matmul tiles", [chunks](const Dim&, int) { return chunks; });
+}
+
+// One superblock per chunk of C (x: its columns, y: its rows).
+std::vector<Superblock> tile_chunks(const plan::ArrayMeta& c) {
+  std::vector<Superblock> sbs;
+  for (const plan::ChunkMeta& ch : c.chunks)
+    if (!ch.owned.empty())
+      sbs.push_back(Superblock{
+          Rect(2, {ch.owned.lo[1], ch.owned.lo[0], 0}, {ch.owned.hi[1], ch.owned.hi[0], 1}),
+          ch.device});
+  return sbs;
 }
 
 // One superblock per chunk of C's rows.
@@ -242,6 +338,75 @@ std::vector<Superblock> batch_chunks(const plan::ArrayMeta& c) {
   return sbs;
 }
 
+// One 2-D product's operands, result and scalars.
+struct Product {
+  Operand a, b;
+  std::shared_ptr<ArrayHandle> out;
+  DType dtype;
+  int64_t m, n, k;
+  double alpha, beta;
+  bool accumulate, tf32;
+};
+
+void add_doubles(std::vector<detail::LaunchArg>& list, std::initializer_list<double> values) {
+  for (double v : values) {
+    detail::LaunchArg f;
+    f.dtype = DType::f64;
+    f.is_float = true;
+    f.value = v;
+    list.push_back(f);
+  }
+}
+
+// Rows of C against the whole of B: one launch, a task per chunk of C's rows.
+void rows_product(const Product& p) {
+  const auto driver = p.out->driver;
+  const std::string name = native_name(p.dtype, p.a.trans, p.accumulate, p.tf32);
+  const Kernel& kernel = cached_native(driver, name, [&] {
+    return gemm_native_for(p.dtype, name, p.a.trans, p.accumulate, p.tf32);
+  });
+  auto sbs = row_chunks(*p.out->storage->meta);
+  const Dim& bs = p.b.stored->shape;
+  Arguments args;
+  args.array(p.a.stored->storage, p.dtype);
+  args.array(p.b.stored->storage, p.dtype);
+  args.array(p.out->storage, p.dtype);
+  for (int64_t v : {p.m, p.n, p.k, bs[0], bs[1], int64_t(p.a.trans), int64_t(p.b.trans)})
+    args.integer(v);
+  std::vector<detail::LaunchArg> list;
+  args.list_into(list);
+  add_doubles(list, {p.alpha, p.beta});
+  kernel.launch_packed(
+      Dim{p.m}, Dim{1},
+      work::custom("matmul rows", [sbs](const Dim&, const Dim&, int) { return sbs; }), list);
+}
+
+// SUMMA over C's chunks (tiles): a launch per panel of k, each task adding its tile's
+// product over the panel, in the panels' order (so the sum's order is fixed).
+void tiled_product(const Product& p, int64_t panels) {
+  const auto driver = p.out->driver;
+  auto sbs = tile_chunks(*p.out->storage->meta);
+  for (int64_t q = 0; q < panels; ++q) {
+    const int64_t p0 = q * p.k / panels, p1 = (q + 1) * p.k / panels;
+    const bool acc = q > 0 || p.accumulate;
+    const std::string name = tile_name(p.dtype, p.a.trans, p.b.trans, acc, p.tf32);
+    const Kernel& kernel = cached_native(driver, name, [&] {
+      return tile_native_for(p.dtype, name, p.a.trans, p.b.trans, acc, p.tf32);
+    });
+    Arguments args;
+    args.array(p.a.stored->storage, p.dtype);
+    args.array(p.b.stored->storage, p.dtype);
+    args.array(p.out->storage, p.dtype);
+    for (int64_t v : {p.m, p.n, p0, p1, int64_t(p.a.trans), int64_t(p.b.trans)}) args.integer(v);
+    std::vector<detail::LaunchArg> list;
+    args.list_into(list);
+    add_doubles(list, {p.alpha, q > 0 ? 1.0 : p.beta});
+    kernel.launch_packed(
+        Dim{p.n, p.m}, Dim{1, 1},
+        work::custom("matmul tiles", [sbs](const Dim&, const Dim&, int) { return sbs; }), list);
+  }
+}
+
 // Every variant, known to every process by name (under mpirun the other ranks find native
 // functions so).
 bool register_natives() {
@@ -250,6 +415,12 @@ bool register_natives() {
       for (bool acc : {false, true})
         for (bool tf32 : {false, true})
           register_native(gemm_native_for(d, native_name(d, t, acc, tf32), t, acc, tf32));
+  for (DType d : {DType::f16, DType::bf16, DType::f32, DType::f64})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (bool acc : {false, true})
+          for (bool tf32 : {false, true})
+            register_native(tile_native_for(d, tile_name(d, ta, tb, acc, tf32), ta, tb, acc, tf32));
   const Batch kinds[] = {Batch::matrix, Batch::one, Batch::each};
   for (DType d : {DType::f16, DType::bf16, DType::f32, DType::f64})
     for (Batch ka : kinds)
@@ -262,6 +433,10 @@ bool register_natives() {
 const bool registered = register_natives();
 
 }  // namespace
+
+void set_summa_panels_for_tests(int panels) {
+  g_test_panels = panels;
+}
 
 }  // namespace gridspan::array
 
@@ -280,12 +455,15 @@ std::shared_ptr<ArrayHandle> gemm(const std::shared_ptr<ArrayHandle>& a,
   const Dim shape{M, N};
   // The result: a copy of c when it is added in, else a fresh array.
   const bool accumulate = c && beta != 0;
+  const int64_t panels = array::summa_panels(driver, dtype, K, N);
   std::shared_ptr<ArrayHandle> out;
   if (accumulate) {
     out = elementwise(EwOp::cast, dtype, {EwArg{c}});
     array_settle(*out);
   } else {
-    out = array_create(driver, dtype, shape, array::product_distribution(driver, dtype, shape, K),
+    out = array_create(driver, dtype, shape,
+                       panels > 0 ? array::tile_distribution(driver->device_count(), M, N)
+                                  : array::product_distribution(driver, dtype, shape, K),
                        nullptr);
   }
   if (M == 0 || N == 0) return out;
@@ -296,29 +474,21 @@ std::shared_ptr<ArrayHandle> gemm(const std::shared_ptr<ArrayHandle>& a,
     const unsigned char zeros[8] = {};
     return array_create(driver, dtype, shape, default_distribution(driver, dtype, shape), zeros);
   }
-  const bool tf32 = driver->config().allow_tf32;
-  const std::string name = array::native_name(dtype, A.trans, accumulate, tf32);
-  const Kernel& kernel = array::cached_native(
-      driver, name, [&] { return array::gemm_native_for(dtype, name, A.trans, accumulate, tf32); });
-  auto sbs = array::row_chunks(*out->storage->meta);
-  const Dim& bs = B.stored->shape;
-  array::Arguments args;
-  args.array(A.stored->storage, dtype);
-  args.array(B.stored->storage, dtype);
-  args.array(out->storage, dtype);
-  for (int64_t v : {M, N, K, bs[0], bs[1], int64_t(A.trans), int64_t(B.trans)}) args.integer(v);
-  std::vector<LaunchArg> list;
-  args.list_into(list);
-  for (double v : {alpha, accumulate ? beta : 0.0}) {
-    LaunchArg f;
-    f.dtype = DType::f64;
-    f.is_float = true;
-    f.value = v;
-    list.push_back(f);
-  }
-  kernel.launch_packed(
-      Dim{M}, Dim{1},
-      work::custom("matmul rows", [sbs](const Dim&, const Dim&, int) { return sbs; }), list);
+  const array::Product pr{A,
+                          B,
+                          out,
+                          dtype,
+                          M,
+                          N,
+                          K,
+                          alpha,
+                          accumulate ? beta : 0.0,
+                          accumulate,
+                          driver->config().allow_tf32};
+  if (panels > 0)
+    array::tiled_product(pr, panels);
+  else
+    array::rows_product(pr);
   return out;
 }
 

@@ -16,4 +16,9 @@ struct RowTestHooks {
 /// Installs `hooks` for every row kernel until it is called with null. Tests only.
 void set_row_test_hooks(RowTestHooks* hooks);
 
+/// Every 2-D matrix product (linalg.cpp) goes over tiles of C in `panels` panels of k
+/// (SUMMA), as the library chooses for a B too large to copy to every device; 0: the
+/// library's choice again. Tests only.
+void set_summa_panels_for_tests(int panels);
+
 }  // namespace gridspan::array

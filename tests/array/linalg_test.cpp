@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "array/rows.hpp"
 #include "gridspan/gridspan.hpp"
 #include "support/devices.hpp"
 #include "support/errors.hpp"
@@ -216,6 +217,92 @@ TEST(ArrayMatmul, BatchesBroadcastLikeNumPy) {
       "inner dimensions differ (5 and 6)");
   auto empty = gs::matmul(gs::zeros<double>(ctx, {batches, m, 0}), gs::zeros<double>(ctx, {0, n}));
   for (double v : empty.to_vector()) EXPECT_EQ(v, 0.0);
+}
+
+// SUMMA: C in tiles over the devices, k in panels (a launch each), with transposed operands
+// by flag and gemm's c; the same values as the host within rounding, on 1 to 4 devices.
+TEST(ArrayMatmul, TilesAndPanelsMatchTheHost) {
+  struct Reset {
+    ~Reset() { array::set_summa_panels_for_tests(0); }
+  } reset;
+  for (int panels : {1, 3}) {
+    array::set_summa_panels_for_tests(panels);
+    for (int devices : {1, 3, 4}) {
+      gs::Context ctx(test::quiet_config(devices));
+      for (auto [m, k, n] : {std::array<int64_t, 3>{37, 19, 23}, {64, 50, 70}, {5, 2, 9}}) {
+        SCOPED_TRACE(fmt::format("{} panels, {} devices, ({} x {}) x ({} x {})", panels, devices, m,
+                                 k, k, n));
+        const auto av = values(m * k, 97 + m), bv = values(k * n, 98 + n), cv = values(m * n, 99);
+        auto a = ctx.from_vector(av, {m, k}), b = ctx.from_vector(bv, {k, n});
+        const auto before = ctx.stats().launches;
+        expect_near(gs::matmul(a, b).to_vector(), product(av, bv, m, k, n), 1e-12);
+        EXPECT_EQ(ctx.stats().launches, before + uint64_t(std::min<int64_t>(panels, k)));
+        auto at = ctx.from_vector(transposed(av, m, k), {k, m});
+        auto bt = ctx.from_vector(transposed(bv, k, n), {n, k});
+        expect_near(gs::matmul(gs::transpose(at, {1, 0}), gs::transpose(bt, {1, 0})).to_vector(),
+                    product(av, bv, m, k, n), 1e-12);
+        auto c = ctx.from_vector(cv, {m, n});
+        expect_near(gs::gemm(a, b, 0.5, -2.0, c).to_vector(),
+                    product(av, bv, m, k, n, 0.5, -2.0, cv), 1e-12);
+        expect_near(gs::matmul(a.astype<float>(), b.astype<float>()).to_vector(),
+                    product(av, bv, m, k, n), 1e-5);
+      }
+    }
+  }
+}
+
+// The library takes tiles by itself once B is more than a quarter of a device's budget.
+TEST(ArrayMatmul, ALargeBGoesOverTiles) {
+  gs::Config c = test::quiet_config(4);
+  c.device_memory = 256 << 10;
+  gs::Context ctx(c);
+  const int64_t m = 96, k = 200, n = 160;  // B: 256,000 bytes of doubles
+  const auto av = values(m * k, 101), bv = values(k * n, 102);
+  auto a = ctx.from_vector(av, {m, k}), b = ctx.from_vector(bv, {k, n});
+  const auto before = ctx.stats().launches;
+  auto p = gs::matmul(a, b);
+  EXPECT_GT(ctx.stats().launches, before + 1) << "a launch per panel of k";
+  bool cut_columns = false;
+  for (const ChunkSpec& ch : detail::array_chunks(p.handle())) cut_columns |= ch.owned.lo[1] > 0;
+  EXPECT_TRUE(cut_columns) << "C in tiles, not rows";
+  expect_near(p.to_vector(), product(av, bv, m, k, n), 1e-12);
+}
+
+// float32 products use TF32 tensor cores only when GRIDSPAN_ALLOW_TF32 says so: off, within
+// float32's rounding of a double reference; on (cuBLAS), about TF32's 2^-11 away; the cpu's
+// BLAS has no TF32 and answers the same either way; doubles are the same either way.
+TEST(ArrayMatmul, Tf32OnlyWhenAllowed) {
+  const int64_t m = 256, k = 384, n = 320;
+  const auto av = values(m * k, 95), bv = values(k * n, 96);
+  const auto want = product(av, bv, m, k, n);
+  double scale = 0;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  std::vector<float> f[2];
+  std::vector<double> d[2];
+  std::string backend;
+  for (int allow : {0, 1}) {
+    gs::Config c = test::quiet_config(1);
+    c.allow_tf32 = allow;
+    gs::Context ctx(c);
+    backend = ctx.backend_name();
+    f[allow] =
+        gs::matmul(ctx.from_vector(as<float>(av), {m, k}), ctx.from_vector(as<float>(bv), {k, n}))
+            .to_vector();
+    d[allow] = gs::matmul(ctx.from_vector(av, {m, k}), ctx.from_vector(bv, {k, n})).to_vector();
+  }
+  auto worst = [&](const std::vector<float>& got) {
+    double e = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) e = std::max(e, std::abs(got[i] - want[i]));
+    return e / scale;
+  };
+  EXPECT_LT(worst(f[0]), 2e-6) << "TF32 off: float32's rounding only";
+  if (backend == "cuda") {
+    EXPECT_GT(worst(f[1]), 2e-5) << "TF32 on: the inputs rounded to 10 bits of mantissa";
+    EXPECT_LT(worst(f[1]), 5e-3);
+  } else {
+    EXPECT_EQ(f[0], f[1]) << "the cpu's BLAS has no TF32";
+  }
+  EXPECT_EQ(d[0], d[1]) << "doubles do not use TF32";
 }
 
 TEST(ArrayMatmul, BadOperandsAreErrorsThatSayWhy) {
