@@ -18,6 +18,8 @@ namespace gridspan::array {
 
 namespace {
 
+ElementwiseTestHooks* g_hooks = nullptr;  // tests only
+
 // Keeps a list of weak references short: drops the ones gone or no longer pending.
 void add_weak(std::vector<std::weak_ptr<ArrayHandle>>& list, std::size_t& kept,
               const std::shared_ptr<ArrayHandle>& h) {
@@ -218,7 +220,12 @@ WorkDistribution work_for(const Dim& shape, const ArrayHandle* along,
 
 const Kernel& cached_kernel(const std::shared_ptr<runtime::Driver>& driver, std::string key,
                             const std::function<KernelDef(const std::string&)>& make) {
-  return Library::of(driver).kernel(driver, std::move(key), make);
+  if (!g_hooks) return Library::of(driver).kernel(driver, std::move(key), make);
+  return Library::of(driver).kernel(driver, std::move(key), [&](const std::string& name) {
+    KernelDef def = make(name);
+    g_hooks->generated.push_back(def);
+    return def;
+  });
 }
 
 void track_pending(const std::shared_ptr<ArrayHandle>& h) {
@@ -234,7 +241,6 @@ void track_pending(const std::shared_ptr<ArrayHandle>& h) {
 }
 
 namespace {
-ElementwiseTestHooks* g_hooks = nullptr;
 
 // A GPU thread's elements in the unrolled kernels: 4 (16 bytes of float32 per thread in
 // flight at once), in blocks of 1024 elements (256 threads).
@@ -300,9 +306,7 @@ void launch_program(const std::shared_ptr<runtime::Driver>& driver, Program& p) 
     p.target.access.storage = target.storage;
   }
   const Kernel& kernel = cached_kernel(driver, p.key(), [&](const std::string& name) {
-    auto def = KernelDef::from_source(p.source(name), name).annotate(p.annotation());
-    if (g_hooks) g_hooks->generated.push_back(def);
-    return def;
+    return KernelDef::from_source(p.source(name), name).annotate(p.annotation());
   });
   Arguments args;
   args.shape(p.shape);

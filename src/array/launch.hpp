@@ -61,7 +61,7 @@ void launch_elements(const std::shared_ptr<runtime::Driver>& driver, const Kerne
 /// narrower than a warp along the last axis (then one element per thread).
 int unrolled_elements(const Dim& shape, const ArrayHandle* along, bool follow_grain);
 /// Tests: the cpu backend runs the GPU's unrolled elementwise kernels too (their blocks,
-/// their mapping), and the kernels generated are kept for NVRTC. Null: none.
+/// their mapping), and every kernel the library generates is kept for NVRTC. Null: none.
 struct ElementwiseTestHooks {
   bool unroll_on_cpu = false;
   std::vector<KernelDef> generated;

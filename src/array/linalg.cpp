@@ -227,9 +227,13 @@ std::vector<Superblock> row_chunks(const plan::ArrayMeta& c) {
 void check_float(const char* what, const ArrayHandle& a, const ArrayHandle& b, DType dtype) {
   if (!detail::is_float(dtype))
     throw Error(
-        fmt::format("{} of {} and {}: BLAS multiplies floating-point matrices; convert "
-                    "first (astype<float>() or astype<double>())",
-                    what, dtype_name(a.dtype), dtype_name(b.dtype)));
+        fmt::format("{} of {} and {}: {}; convert first (astype<float>() or "
+                    "astype<double>())",
+                    what, dtype_name(a.dtype), dtype_name(b.dtype),
+                    std::string(what) == "gemm"
+                        ? "gemm scales in floating point (matmul, dot and inner take integer "
+                          "matrices)"
+                        : "batched integer products are not supported yet (2-D ones are)"));
 }
 
 void check_operands(const ArrayHandle& a, const ArrayHandle& b, const ArrayHandle* c, DType dtype) {
@@ -239,7 +243,7 @@ void check_operands(const ArrayHandle& a, const ArrayHandle& b, const ArrayHandl
   if (a.shape[1] != b.shape[0])
     throw Error(fmt::format("matmul of shapes {} and {}: the inner dimensions differ ({} and {})",
                             a.shape.str(), b.shape.str(), a.shape[1], b.shape[0]));
-  check_float("matmul", a, b, dtype);
+  check_float("gemm", a, b, dtype);
   if (c && (c->shape != Dim{a.shape[0], b.shape[1]} || c->dtype != dtype))
     throw Error(fmt::format("gemm's c is {} of shape {}; it must be {} of shape {}",
                             dtype_name(c->dtype), c->shape.str(), dtype_name(dtype),
@@ -538,6 +542,58 @@ std::shared_ptr<ArrayHandle> batched(const std::shared_ptr<ArrayHandle>& a,
   return out;
 }
 
+// Integer and bool matrices as NumPy multiplies them (no BLAS has them): in their own dtype,
+// wrapping as NumPy's integers do (bool: any of the ands), a thread per element of C in a
+// generated kernel, C's rows over the devices as for floats.
+std::shared_ptr<ArrayHandle> integer_product(const std::shared_ptr<ArrayHandle>& a,
+                                             const std::shared_ptr<ArrayHandle>& b, DType dtype) {
+  std::lock_guard lock(lazy_mutex());
+  const auto A = array::operand(a, dtype, false), B = array::operand(b, dtype, false);
+  const int64_t M = a->shape[0], K = a->shape[1], N = b->shape[1];
+  auto driver = a->driver;
+  const Dim shape{M, N};
+  const unsigned char zeros[8] = {};
+  if (K == 0)  // empty sums
+    return array_create(driver, dtype, shape, default_distribution(driver, dtype, shape), zeros);
+  auto out = array_create(driver, dtype, shape,
+                          array::product_distribution(driver, dtype, shape, K), nullptr);
+  if (M == 0 || N == 0) return out;
+  const std::string t = dtype_cpp_name(dtype);
+  const std::string step =
+      dtype == DType::boolean
+          ? "s = s || (a(a0, l) && b(l, a1));"
+          : "s = gridspan::fused::add(s, gridspan::fused::mul(a(a0, l), b(l, a1)));";
+  const Kernel& kernel = array::cached_kernel(driver, "imatmul:" + t, [&](const std::string& name) {
+    const std::string source = fmt::format(
+        "#include <gridspan/device/fused.hpp>\n"
+        "__device__ void {0}(dim3 blockIdx, int64_t n0, int64_t n1, int64_t k, "
+        "const gridspan::Matrix<{1}> a, const gridspan::Matrix<{1}> b, "
+        "gridspan::Matrix<{1}> out) {{\n{2}  {1} s = 0;\n"
+        "  for (int64_t l = 0; l < k; ++l) {3}\n  out(a0, a1) = s;\n}}\n",
+        name, t, array::thread_prologue(2, false), step);
+    return KernelDef::from_source(source, name)
+        .annotate(
+            "global [a1, a0] => overwrite out[a0, a1], read a[a0, 0 : k - 1], "
+            "read b[0 : k - 1, a1]");
+  });
+  array::Arguments args;
+  args.shape(shape);
+  args.integer(K);
+  args.array(A.stored->storage, dtype);
+  args.array(B.stored->storage, dtype);
+  args.array(out->storage, dtype);
+  array::launch_elements(driver, kernel, shape, out.get(), false, args.list());
+  return out;
+}
+
+// A 2-D product of any dtype.
+std::shared_ptr<ArrayHandle> product_2d(const std::shared_ptr<ArrayHandle>& a,
+                                        const std::shared_ptr<ArrayHandle>& b) {
+  const DType dtype = promote(a->dtype, b->dtype);
+  if (is_float(dtype)) return gemm(a, b, 1.0, 0.0, nullptr);
+  return integer_product(a, b, dtype);
+}
+
 }  // namespace
 
 std::shared_ptr<ArrayHandle> matmul(const std::shared_ptr<ArrayHandle>& a,
@@ -554,10 +610,10 @@ std::shared_ptr<ArrayHandle> matmul(const std::shared_ptr<ArrayHandle>& a,
   if (ka != kb)
     throw Error(fmt::format("{} of shapes {} and {}: the inner dimensions differ ({} and {})", what,
                             a->shape.str(), b->shape.str(), ka, kb));
-  if (ra == 2 && rb == 2) return gemm(a, b, 1.0, 0.0, nullptr);
+  if (ra == 2 && rb == 2) return product_2d(a, b);
   auto a2 = ra == 1 ? view_reshape(a, Dim{1, ka}) : a;
   auto b2 = rb == 1 ? view_reshape(b, Dim{kb, 1}) : b;
-  auto c = gemm(a2, b2, 1.0, 0.0, nullptr);
+  auto c = product_2d(a2, b2);
   Dim shape = ra == 1 && rb == 1 ? Dim() : ra == 1 ? Dim{c->shape[1]} : Dim{c->shape[0]};
   return view_reshape(c, shape);
 }

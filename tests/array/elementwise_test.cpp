@@ -316,6 +316,8 @@ TEST_F(UnrolledElementwise, CheckedModeRunsTheAnnotationsLines) {
 TEST_F(UnrolledElementwise, KernelsCompileForCuda) {
   gs::Context ctx(quiet(2));
   everything(ctx);
+  auto i = gs::matmul(gs::ones<int16_t>(ctx, {3, 4}), gs::full<int16_t>(ctx, {4, 5}, 2));
+  EXPECT_EQ(i.to_vector(), std::vector<int16_t>(15, 8));  // the integer product's kernel too
   ASSERT_GE(hooks.generated.size(), 5u);
   std::size_t unrolled = 0;
   for (const auto& def : hooks.generated)

@@ -219,6 +219,48 @@ TEST(ArrayMatmul, BatchesBroadcastLikeNumPy) {
   for (double v : empty.to_vector()) EXPECT_EQ(v, 0.0);
 }
 
+// Integer and bool matrices as NumPy multiplies them: in their own dtype, wrapping (int8
+// sums past 127 wrap), bool as any of the ands; 1-D operands and inner too; 1 and 3 devices.
+TEST(ArrayMatmul, IntegersAndBoolsAsNumPy) {
+  for (int devices : {1, 3}) {
+    gs::Context ctx(test::quiet_config(devices));
+    const int64_t m = 23, k = 41, n = 17;
+    auto g = test::rng(103);
+    std::uniform_int_distribution<int> d(-1000, 1000);
+    std::vector<int32_t> av(m * k), bv(k * n);
+    for (auto& x : av) x = d(g);
+    for (auto& x : bv) x = d(g);
+    auto a = ctx.from_vector(av, {m, k}), b = ctx.from_vector(bv, {k, n});
+    std::vector<int64_t> want(m * n, 0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t l = 0; l < k; ++l) want[i * n + j] += int64_t(av[i * k + l]) * bv[l * n + j];
+    const auto got = gs::matmul(a, b).to_vector();
+    static_assert(std::is_same_v<decltype(gs::matmul(a, b)), gs::Array<int32_t>>);
+    for (std::size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], int32_t(want[i])) << i;
+    auto wide = gs::matmul(a.astype<int64_t>(), b).to_vector();  // promoted to int64
+    for (std::size_t i = 0; i < want.size(); ++i) ASSERT_EQ(wide[i], want[i]);
+    // int8: 100 * 2 + 100 * 2 = 400 wraps to -112, as NumPy's int8 matmul gives.
+    auto small = gs::full<int8_t>(ctx, {1, 2}, 100), two = gs::full<int8_t>(ctx, {2, 1}, 2);
+    EXPECT_EQ(gs::matmul(small, two).to_vector(), std::vector<int8_t>{-112});
+    auto v = ctx.from_vector(std::vector<int32_t>(av.begin(), av.begin() + k), {k});
+    const auto row = gs::dot(v, b).to_vector();  // a vector times a matrix
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t s = 0;
+      for (int64_t l = 0; l < k; ++l) s += int64_t(av[l]) * bv[l * n + j];
+      ASSERT_EQ(row[j], int32_t(s));
+    }
+    EXPECT_EQ(gs::inner(v, v).item(), gs::matmul(v, v).item());
+    auto p = ctx.from_vector(std::vector<bool>{true, false, false, false, true, false}, {2, 3});
+    auto q = ctx.from_vector(std::vector<bool>{false, true, true, false, false, false}, {3, 2});
+    EXPECT_EQ(gs::matmul(p, q).to_vector(), (std::vector<bool>{false, true, true, false}));
+    EXPECT_EQ(gs::matmul(ctx.from_vector(std::vector<int32_t>{}, {2, 0}),
+                         ctx.from_vector(std::vector<int32_t>{}, {0, 3}))
+                  .to_vector(),
+              std::vector<int32_t>(6, 0));
+  }
+}
+
 // SUMMA: C in tiles over the devices, k in panels (a launch each), with transposed operands
 // by flag and gemm's c; the same values as the host within rounding, on 1 to 4 devices.
 TEST(ArrayMatmul, TilesAndPanelsMatchTheHost) {
@@ -322,9 +364,14 @@ TEST(ArrayMatmul, BadOperandsAreErrorsThatSayWhy) {
   test::expect_error([&] { gs::matmul(gs::ones<float>(ctx, {5}), a); }, "differ (5 and 3)");
   test::expect_error(
       [&] {
-        gs::matmul(gs::ones<int32_t>(ctx, {3, 4}), gs::ones<int32_t>(ctx, {4, 2}));
+        gs::matmul(gs::ones<int32_t>(ctx, {2, 3, 4}), gs::ones<int32_t>(ctx, {4, 2}));
       },
-      "floating-point");
+      "batched integer products are not supported yet");
+  test::expect_error(
+      [&] {
+        gs::gemm(gs::ones<int8_t>(ctx, {3, 4}), gs::ones<int8_t>(ctx, {4, 2}), 2.0);
+      },
+      "gemm scales in floating point");
   test::expect_error(
       [&] {
         gs::gemm(a, gs::ones<float>(ctx, {4, 2}), 1.0, 1.0, gs::ones<float>(ctx, {2, 3}));
