@@ -99,7 +99,8 @@ struct Program {
   std::array<int64_t, kMaxRank> block{1, 1, 1};  // per array axis
   /// Each thread runs a line of `gs_e` elements (a kernel parameter after the others) along
   /// the last axis, as a loop the compiler vectorises: the cpu backend's kernels, whose
-  /// threads are iterations of a loop on one core anyway.
+  /// threads are iterations of a loop on one core anyway. A GPU's are looped too when
+  /// `unrolled` is set (below): the lines are then what the annotation says a thread has.
   bool looped = false;
   /// On a GPU (with `looped`): a thread runs `unrolled` elements of its block's part of the
   /// last axis, blockDim.x apart (each access coalesced), all loaded before any is stored;
