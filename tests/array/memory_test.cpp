@@ -4,7 +4,9 @@
 // (mpi.array.np2/np3): the pools of every rank.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "gridspan/gridspan.hpp"
 #include "support/devices.hpp"
@@ -156,6 +158,29 @@ TEST(PinnedTransfers, WhatIsInFlightStaysAlive) {
   }  // the buffer goes while the write may still run
   const auto back = b.to_vector();
   for (std::size_t i = 0; i < back.size(); ++i) ASSERT_EQ(back[i], values[i] + 1.0f);
+}
+
+// A native function that keeps its device busy for a second (known to every process).
+gs::NativeDef busy_second() {
+  auto def = gs::NativeDef::from_function("gs_test_busy_second",
+                                          [](const gs::NativeContext&, gs::Vector<int>) {
+                                            std::this_thread::sleep_for(std::chrono::seconds(1));
+                                          },
+                                          {"out"});
+  return def.annotate("global i => write out[i]");
+}
+const bool busy_registered = gs::register_native(busy_second());
+
+// Taking a pinned buffer (page-locked memory on a GPU) does not wait for the work in flight.
+TEST(PinnedTransfers, TakingABufferDoesNotWaitForTheDevices) {
+  ASSERT_TRUE(busy_registered);
+  gs::Context ctx(test::quiet_config(1));
+  auto out = gs::zeros<int>(ctx, {16});
+  gs::Event busy = ctx.compile(busy_second()).launch({16}, {16}, gs::work::tiles({16}), out);
+  gs::PinnedBuffer<float> buf(ctx, std::size_t(1) << 22);
+  buf[0] = 1.0f;  // no transfer in flight: no wait either
+  EXPECT_FALSE(busy.ready()) << "taking the buffer waited for the second-long task";
+  busy.wait();
 }
 
 TEST(PinnedTransfers, BadInputIsAnError) {
