@@ -109,6 +109,14 @@ class Arguments {
     a.bits = static_cast<uint64_t>(v);
     args_.push_back(a);
   }
+  /// A float64 parameter (eps, alpha, a count).
+  void real(double v) {
+    detail::LaunchArg a;
+    a.dtype = DType::f64;
+    a.is_float = true;
+    a.value = v;
+    args_.push_back(a);
+  }
   void scalar(const Scalar& s) {
     detail::LaunchArg a;
     a.dtype = detail::is_16bit_float(s.dtype) ? DType::f32 : s.dtype;

@@ -352,14 +352,12 @@ struct Product {
   bool accumulate, tf32;
 };
 
-void add_doubles(std::vector<detail::LaunchArg>& list, std::initializer_list<double> values) {
-  for (double v : values) {
-    detail::LaunchArg f;
-    f.dtype = DType::f64;
-    f.is_float = true;
-    f.value = v;
-    list.push_back(f);
-  }
+// Every product kernel's first parameters: a, b (as stored) and the result.
+void add_operands(Arguments& args, const Operand& a, const Operand& b, const ArrayHandle& out,
+                  DType dtype) {
+  args.array(a.stored->storage, dtype);
+  args.array(b.stored->storage, dtype);
+  args.array(out.storage, dtype);
 }
 
 // Rows of C against the whole of B: one launch, a task per chunk of C's rows.
@@ -372,17 +370,14 @@ void rows_product(const Product& p) {
   auto sbs = row_chunks(*p.out->storage->meta);
   const Dim& bs = p.b.stored->shape;
   Arguments args;
-  args.array(p.a.stored->storage, p.dtype);
-  args.array(p.b.stored->storage, p.dtype);
-  args.array(p.out->storage, p.dtype);
+  add_operands(args, p.a, p.b, *p.out, p.dtype);
   for (int64_t v : {p.m, p.n, p.k, bs[0], bs[1], int64_t(p.a.trans), int64_t(p.b.trans)})
     args.integer(v);
-  std::vector<detail::LaunchArg> list;
-  args.list_into(list);
-  add_doubles(list, {p.alpha, p.beta});
+  args.real(p.alpha);
+  args.real(p.beta);
   kernel.launch_packed(
       Dim{p.m}, Dim{1},
-      work::custom("matmul rows", [sbs](const Dim&, const Dim&, int) { return sbs; }), list);
+      work::custom("matmul rows", [sbs](const Dim&, const Dim&, int) { return sbs; }), args.list());
 }
 
 // SUMMA over C's chunks (tiles): a launch per panel of k, each task adding its tile's
@@ -398,16 +393,14 @@ void tiled_product(const Product& p, int64_t panels) {
       return tile_native_for(p.dtype, name, p.a.trans, p.b.trans, acc, p.tf32);
     });
     Arguments args;
-    args.array(p.a.stored->storage, p.dtype);
-    args.array(p.b.stored->storage, p.dtype);
-    args.array(p.out->storage, p.dtype);
+    add_operands(args, p.a, p.b, *p.out, p.dtype);
     for (int64_t v : {p.m, p.n, p0, p1, int64_t(p.a.trans), int64_t(p.b.trans)}) args.integer(v);
-    std::vector<detail::LaunchArg> list;
-    args.list_into(list);
-    add_doubles(list, {p.alpha, q > 0 ? 1.0 : p.beta});
+    args.real(p.alpha);
+    args.real(q > 0 ? 1.0 : p.beta);
     kernel.launch_packed(
         Dim{p.n, p.m}, Dim{1, 1},
-        work::custom("matmul tiles", [sbs](const Dim&, const Dim&, int) { return sbs; }), list);
+        work::custom("matmul tiles", [sbs](const Dim&, const Dim&, int) { return sbs; }),
+        args.list());
   }
 }
 
@@ -531,9 +524,7 @@ std::shared_ptr<ArrayHandle> batched(const std::shared_ptr<ArrayHandle>& a,
       driver, name, [&] { return array::batched_native_for(dtype, name, ka, kb, tf32); });
   auto sbs = array::batch_chunks(*out->storage->meta);
   array::Arguments args;
-  args.array(A.stored->storage, dtype);
-  args.array(B.stored->storage, dtype);
-  args.array(out->storage, dtype);
+  array::add_operands(args, A, B, *out, dtype);
   for (int64_t v : {M, N, K, batches, ba, bb}) args.integer(v);
   kernel.launch_packed(
       Dim{M, batches}, Dim{1, 1},
@@ -579,9 +570,7 @@ std::shared_ptr<ArrayHandle> integer_product(const std::shared_ptr<ArrayHandle>&
   array::Arguments args;
   args.shape(shape);
   args.integer(K);
-  args.array(A.stored->storage, dtype);
-  args.array(B.stored->storage, dtype);
-  args.array(out->storage, dtype);
+  array::add_operands(args, A, B, *out, dtype);
   array::launch_elements(driver, kernel, shape, out.get(), false, args.list());
   return out;
 }

@@ -454,21 +454,13 @@ std::shared_ptr<ArrayHandle> run_level(const std::shared_ptr<runtime::Driver>& d
   args.integer(l.K);
   args.integer(l.C);
   args.integer(l.groups);
-  detail::LaunchArg cnt;
-  cnt.dtype = DType::f64;
-  cnt.is_float = true;
-  cnt.value = plan.count;
+  args.real(plan.count);
   Leaf out_leaf;
   out_leaf.storage = out->storage;
   out_leaf.dtype = out_dtype;
-  std::vector<detail::LaunchArg> list;
-  args.list_into(list);
-  list.push_back(cnt);
-  Arguments tail;
-  tail.view(out_leaf);
-  for (const Leaf& leaf : p.leaves) tail.view(leaf);
-  for (const Scalar& s : p.scalars) tail.scalar(s);
-  tail.list_into(list);
+  args.view(out_leaf);
+  for (const Leaf& leaf : p.leaves) args.view(leaf);
+  for (const Scalar& s : p.scalars) args.scalar(s);
   std::array<int64_t, 3> block;
   auto sbs = level_superblocks(l, out->meta(), block);
   Dim threads = l.last_axis ? with_extent(l.in, l.axis, l.groups * l.block_x)
@@ -478,14 +470,12 @@ std::shared_ptr<ArrayHandle> run_level(const std::shared_ptr<runtime::Driver>& d
     const int64_t line = block[last];
     threads[last] = (threads[last] + line - 1) / line;
     block[last] = 1;
-    Arguments e;
-    e.integer(line);
-    e.list_into(list);
+    args.integer(line);
   }
   std::array<int64_t, 3> t3{threads.get(0), threads.get(1), threads.get(2)};
   kernel.launch_packed(
       thread_dim(threads, t3), thread_dim(threads, block),
-      work::custom("reduction", [sbs](const Dim&, const Dim&, int) { return sbs; }), list);
+      work::custom("reduction", [sbs](const Dim&, const Dim&, int) { return sbs; }), args.list());
   return out;
 }
 

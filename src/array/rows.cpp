@@ -312,21 +312,13 @@ void launch_rows(const std::shared_ptr<runtime::Driver>& driver, const RowPlan& 
   });
   Arguments args;
   args.shape(a.out->shape);
-  std::vector<detail::LaunchArg> list;
-  args.list_into(list);
-  detail::LaunchArg e;
-  e.dtype = DType::f64;
-  e.is_float = true;
-  e.value = eps;
-  list.push_back(e);
-  Arguments tail;
-  tail.array(a.out->storage, plan.out);
-  if (a.gamma) tail.array(a.gamma->storage, plan.in);
-  if (a.beta) tail.array(a.beta->storage, plan.in);
-  if (a.scale) tail.array(a.scale->storage, plan.acc);
-  for (const Leaf& leaf : p.leaves) tail.view(leaf);
-  for (const Scalar& s : p.scalars) tail.scalar(s);
-  tail.list_into(list);
+  args.real(eps);
+  args.array(a.out->storage, plan.out);
+  if (a.gamma) args.array(a.gamma->storage, plan.in);
+  if (a.beta) args.array(a.beta->storage, plan.in);
+  if (a.scale) args.array(a.scale->storage, plan.acc);
+  for (const Leaf& leaf : p.leaves) args.view(leaf);
+  for (const Scalar& s : p.scalars) args.scalar(s);
   const int R = plan.rank;
   Dim threads = a.out->shape;
   threads[R - 1] = plan.threads;
@@ -335,7 +327,8 @@ void launch_rows(const std::shared_ptr<runtime::Driver>& driver, const RowPlan& 
   auto sbs = row_superblocks(*a.out->storage->meta);
   kernel.launch_packed(
       thread_dim(threads, t3), thread_dim(threads, block),
-      work::custom(kind_name(plan.kind), [sbs](const Dim&, const Dim&, int) { return sbs; }), list);
+      work::custom(kind_name(plan.kind), [sbs](const Dim&, const Dim&, int) { return sbs; }),
+      args.list());
 }
 
 RowPlan make_plan(Kind kind, const ArrayHandle& x) {
