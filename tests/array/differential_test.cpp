@@ -29,6 +29,7 @@
 
 #include <fmt/format.h>
 
+#include "array/launch.hpp"
 #include "gridspan/gridspan.hpp"
 #include "support/devices.hpp"
 #include "support/random.hpp"
@@ -2398,6 +2399,23 @@ TEST(Differential, RandomPrograms) {
   }
   std::printf("differential: %d of %d programs with memory limits spilled\n", spilled, tight);
   if (count >= 100) EXPECT_GT(spilled, 0) << "no program spilled: the memory limits are too loose";
+}
+
+// The GPU's unrolled elementwise kernels (their blocks, launches and three passes) run on
+// cpu devices, so that every program's layouts and distributions meet them here too.
+TEST(Differential, UnrolledKernels) {
+  const int count = static_cast<int>(env_number("GRIDSPAN_DIFF_PROGRAMS", 204) / 4);
+  array::ElementwiseTestHooks hooks;
+  hooks.unroll_on_cpu = true;
+  array::set_elementwise_test_hooks(&hooks);
+  int failures = 0;
+  for (const Program& p : programs(count, 0, false)) {
+    const Outcome got = run_library(p, p.devices);
+    std::string diff = got.error.empty() ? differences(run_reference(p), got.reads)
+                                         : "the library threw: " + got.error;
+    if (!diff.empty() && failures++ < 5) report(p, "unrolled kernels:\n" + diff);
+  }
+  array::set_elementwise_test_hooks(nullptr);
 }
 
 TEST(Differential, OneVsThreeDevices) {

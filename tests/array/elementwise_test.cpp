@@ -263,7 +263,8 @@ class UnrolledElementwise : public ::testing::Test {
   void TearDown() override { array::set_elementwise_test_hooks(nullptr); }
   void everything(gs::Context& ctx) {
     for (const gs::Dim& shape :
-         {gs::Dim{4099}, gs::Dim{7, 1000}, gs::Dim{3, 2048}, gs::Dim{2, 3, 700}, gs::Dim{5, 96}}) {
+         {gs::Dim{4099}, gs::Dim{7, 1000}, gs::Dim{3, 2048}, gs::Dim{2, 3, 700}, gs::Dim{5, 96},
+          gs::Dim{7, 768}, gs::Dim{3, 5, 384}}) {
       const auto n = std::size_t(shape.volume());
       const auto av = randoms<float>(n, 40), bv = randoms<float>(n, 41);
       auto a = ctx.from_vector(av, shape), b = ctx.from_vector(bv, shape);

@@ -143,15 +143,15 @@ GRIDSPAN_HD double silu(double x) {
 /// 1 / (1 + exp(-x)) with the exponent's argument kept negative: exp(x) / (1 + exp(x)) for
 /// a negative x, which holds values down to the type's smallest subnormal where the plain
 /// quotient answers 0 once exp(-x) overflows; a non-negative x takes the plain quotient.
+/// Written without a branch (a warp of mixed signs runs one exponential and one division):
+/// e = exp(-|x|) is exp(-x) for a non-negative x and exp(x) for a negative one.
 GRIDSPAN_HD float sigmoid(float x) {
-  if (x >= 0.0f) return 1.0f / (1.0f + ::expf(-x));
-  const float e = ::expf(x);
-  return e / (1.0f + e);
+  const float e = ::expf(-::fabsf(x));
+  return (x >= 0.0f ? 1.0f : e) / (1.0f + e);
 }
 GRIDSPAN_HD double sigmoid(double x) {
-  if (x >= 0.0) return 1.0 / (1.0 + ::exp(-x));
-  const double e = ::exp(x);
-  return e / (1.0 + e);
+  const double e = ::exp(-::fabs(x));
+  return (x >= 0.0 ? 1.0 : e) / (1.0 + e);
 }
 /// log(1 + exp(x)), the sum taken before the logarithm (not log1p(exp(x))), with exp in
 /// single precision whatever the type, and x itself where that exp overflows.
