@@ -6,9 +6,11 @@ bfloat16 through torch's fused kernels; softmax, layer_norm and rms_norm written
 operators as well (suffix _cupy_written). One JSON line per (bench, n) on stdout, as
 cupy_baseline.py prints them.
 
-gpu_ms is the median over R calls of the CUDA-event time around one call; wall_us_per_call the
-host time of a loop of R calls ending with one synchronize, divided by R. gbps uses gpu_ms and
-the bytes bench_arrays counts (input read and output written once).
+gpu_ms is the median over R calls of the CUDA-event time around one call; sync_ms the median
+over R calls of the host time from a call's start to the end of its synchronize (what
+bench_arrays calls gpu_ms: a single call as a program that waits for it sees it);
+wall_us_per_call the host time of a loop of R calls ending with one synchronize, divided by R.
+gbps uses gpu_ms and the bytes bench_arrays counts (input read and output written once).
 
     torch_baseline.py [--sizes 24 28] [--reps 20]
 """
@@ -35,11 +37,17 @@ def timer(sync, event, fn, reps):
         sync()
         each.append(start.elapsed_time(end) if hasattr(start, "elapsed_time")
                     else end_time(start, end))
+    alone = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        sync()
+        alone.append((time.perf_counter() - t) * 1e3)
     t = time.perf_counter()
     for _ in range(reps):
         fn()
     sync()
-    return statistics.median(each), (time.perf_counter() - t) * 1e6 / reps
+    return statistics.median(each), (time.perf_counter() - t) * 1e6 / reps, statistics.median(alone)
 
 
 def end_time(start, end):
@@ -48,10 +56,10 @@ def end_time(start, end):
 
 
 def emit(library, bench, n, nbytes, times, reps, dtype):
-    ms, us = times
+    ms, us, sync_ms = times
     line = {"library": library, "bench": bench, "n": n, "dtype": dtype, "bytes": nbytes,
-            "gpu_ms": ms, "wall_us_per_call": us, "gbps": nbytes / (ms * 1e-3) / 1e9,
-            "reps": reps}
+            "gpu_ms": ms, "sync_ms": sync_ms, "wall_us_per_call": us,
+            "gbps": nbytes / (ms * 1e-3) / 1e9, "reps": reps}
     print(json.dumps(line), flush=True)
     log(f"{library:6s} {bench:22s} n={n:<10d} {ms:9.4f} ms {line['gbps']:8.1f} GB/s")
 

@@ -652,8 +652,8 @@ class SourceWriter {
     return fmt::format("  const {} v{} = {};\n", reg(s.dtype), i, e);
   }
 
-  // The last step, stored into its own 16-bit dtype: the store rounds it (once, as
-  // rounding twice would answer).
+  // The last step, stored into its own 16-bit dtype: the store rounds it, so it is not
+  // rounded before (rounding a value already rounded changes nothing: the answer is the same).
   bool store_rounds(std::size_t i) const {
     return i + 1 == p_.steps.size() && int(i) == p_.result.index && p_.result.kind == Ref::step &&
            p_.target_access().dtype == p_.steps[i].dtype;
