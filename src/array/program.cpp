@@ -486,7 +486,7 @@ class SourceWriter {
   // in flight together, not held behind the branches of an earlier element's math (erff's,
   // a division's slow path).
   std::string unrolled_body() const {
-    const int rank = p_.shape.rank(), last = rank - 1, u = p_.unrolled;
+    const int rank = p_.shape.rank(), u = p_.unrolled;
     std::string body, guard;
     for (int k = rank - 2; k >= 0; --k) {
       const char axis = "xyz"[rank - 1 - k];
