@@ -564,7 +564,7 @@ KernelOutputs ElementwiseKernel::call(const std::vector<detail::KernelArg>& args
   }
   for (std::size_t k = 0; k < s.in.size(); ++k) gen.input(k, args[k].arg);
   const Kernel& kernel = compiled(driver, gen.source(), gen.annotation(), s.name);
-  launch_elements(driver, kernel, shape, along, given != 0, gen.args());
+  launch_elements(driver, kernel, shape, along, gen.args());
   return KernelOutputs(std::move(outs));
 }
 
@@ -635,7 +635,7 @@ std::shared_ptr<ArrayHandle> identity_result(const std::shared_ptr<runtime::Driv
   Arguments args;
   args.shape(shape);
   args.array(out->storage, r.out);
-  launch_elements(driver, kernel, shape, out.get(), false, args.list());
+  launch_elements(driver, kernel, shape, out.get(), args.list());
   return out;
 }
 

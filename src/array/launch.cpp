@@ -203,12 +203,17 @@ std::vector<Superblock> chunk_superblocks(const plan::ArrayMeta& meta,
 
 namespace {
 
-// Superblocks along the chunks of `along` (a plain array of the launch's shape), else slices
-// of the slowest axis, one per device.
+// Whether a launch's superblocks are `along`'s chunks (a plain array of the launch's shape
+// with a partition of its own): its blocks must then divide them.
+bool follows_chunks(const ArrayHandle* along) {
+  return along && !along->is_view && along->meta().owned_partition;
+}
+
+// Superblocks along the chunks of `along`, else slices of the slowest axis, one per device.
 // `block` counts elements; a thread runs `line` elements of the last axis.
 WorkDistribution work_for(const Dim& shape, const ArrayHandle* along,
                           const std::array<int64_t, kMaxRank>& block, int devices, int64_t line) {
-  if (along && !along->is_view && along->meta().owned_partition)
+  if (follows_chunks(along))
     return work::custom("array", [sb = chunk_superblocks(along->meta(), block)](
                                      const Dim&, const Dim&, int) { return sb; });
   std::array<int64_t, kMaxRank> tile{1, 1, 1};
@@ -253,30 +258,27 @@ namespace {
 constexpr int kUnrolled = 4;
 constexpr int64_t kUnrolledBlock = 1024;
 
+// A launch's block (in elements): 256, or 1024 for the unrolled kernels, never straddling
+// the chunks the superblocks follow (a fresh array's too: its rows are cut for blocks of 256,
+// not 1024).
 std::array<int64_t, kMaxRank> element_block(const Dim& shape, const ArrayHandle* along,
-                                            bool follow_grain, int unrolled) {
-  return choose_block(shape,
-                      follow_grain && along && !along->is_view ? chunk_grain(along->meta())
-                                                               : std::array<int64_t, 3>{0, 0, 0},
-                      unrolled ? kUnrolledBlock : 256);
-}
-}  // namespace
-
-void set_elementwise_test_hooks(ElementwiseTestHooks* hooks) {
-  g_hooks = hooks;
+                                            int unrolled) {
+  return choose_block(
+      shape, follows_chunks(along) ? chunk_grain(along->meta()) : std::array<int64_t, 3>{0, 0, 0},
+      unrolled ? kUnrolledBlock : 256);
 }
 
-int unrolled_elements(const Dim& shape, const ArrayHandle* along, bool follow_grain) {
-  if (shape.rank() == 0) return 0;
-  const auto block = element_block(shape, along, follow_grain, kUnrolled);
+// Whether a block of the unrolled kernels is at least a warp of kUnrolled-element lines wide.
+bool unrolled_fits(const Dim& shape, const std::array<int64_t, kMaxRank>& block) {
+  if (shape.rank() == 0) return false;
   const int64_t width = block[shape.rank() - 1];
-  return width % kUnrolled == 0 && width / kUnrolled >= 32 ? kUnrolled : 0;
+  return width % kUnrolled == 0 && width / kUnrolled >= 32;
 }
 
-void launch_elements(const std::shared_ptr<runtime::Driver>& driver, const Kernel& kernel,
-                     const Dim& shape, const ArrayHandle* along, bool follow_grain,
-                     const std::vector<detail::LaunchArg>& args, bool looped, int unrolled) {
-  const auto block = element_block(shape, along, follow_grain, unrolled);
+void launch_blocks(const std::shared_ptr<runtime::Driver>& driver, const Kernel& kernel,
+                   const Dim& shape, const ArrayHandle* along,
+                   const std::array<int64_t, kMaxRank>& block,
+                   const std::vector<detail::LaunchArg>& args, bool looped, int unrolled) {
   const int last = shape.rank() - 1;
   if (!looped || last < 0) {
     const Dim threads = thread_dim(
@@ -299,6 +301,17 @@ void launch_elements(const std::shared_ptr<runtime::Driver>& driver, const Kerne
   kernel.launch_packed(thread_dim(shape, threads), thread_dim(shape, per_block),
                        work_for(shape, along, block, driver->device_count(), line), with_line);
 }
+}  // namespace
+
+void set_elementwise_test_hooks(ElementwiseTestHooks* hooks) {
+  g_hooks = hooks;
+}
+
+void launch_elements(const std::shared_ptr<runtime::Driver>& driver, const Kernel& kernel,
+                     const Dim& shape, const ArrayHandle* along,
+                     const std::vector<detail::LaunchArg>& args) {
+  launch_blocks(driver, kernel, shape, along, element_block(shape, along, 0), args, false, 0);
+}
 
 void launch_program(const std::shared_ptr<runtime::Driver>& driver, Program& p) {
   ArrayHandle& target = *p.target.handle;
@@ -307,10 +320,13 @@ void launch_program(const std::shared_ptr<runtime::Driver>& driver, Program& p) 
     target.storage = Library::of(driver).fresh(driver, p.dtype, p.shape);
     p.target.access.storage = target.storage;
   }
-  // The blocks follow the target's chunks, fresh or not: the superblocks are its chunks, and
-  // a fresh array's rows are cut for blocks of 256 elements, not the unrolled 1024.
-  p.unrolled =
-      cpu && !(g_hooks && g_hooks->unroll_on_cpu) ? 0 : unrolled_elements(p.shape, &target, true);
+  p.unrolled = 0;
+  std::array<int64_t, kMaxRank> block{};
+  if (!cpu || (g_hooks && g_hooks->unroll_on_cpu)) {
+    block = element_block(p.shape, &target, kUnrolled);
+    if (unrolled_fits(p.shape, block)) p.unrolled = kUnrolled;
+  }
+  if (!p.unrolled) block = element_block(p.shape, &target, 0);
   p.looped = cpu || p.unrolled > 0;
   const Kernel& kernel = cached_kernel(driver, p.key(), [&](const std::string& name) {
     return KernelDef::from_source(p.source(name), name).annotate(p.annotation());
@@ -320,7 +336,7 @@ void launch_program(const std::shared_ptr<runtime::Driver>& driver, Program& p) 
   args.view(p.target.access);
   for (const Leaf& l : p.leaves) args.view(l);
   for (const Scalar& s : p.scalars) args.scalar(s);
-  launch_elements(driver, kernel, p.shape, &target, true, args.list(), p.looped, p.unrolled);
+  launch_blocks(driver, kernel, p.shape, &target, block, args.list(), p.looped, p.unrolled);
 }
 
 }  // namespace gridspan::array

@@ -46,20 +46,14 @@ inline const Leaf* guide_leaf(const Program& p, const Dim& shape) {
   return nullptr;
 }
 
-/// Launches `kernel` with one thread per element of `shape` (x along the last axis): its
-/// superblocks follow the chunks of `along` (a plain array of that shape; with
-/// `follow_grain`, blocks never straddle them), else slices of the slowest axis per device.
-/// `looped`: instead one thread per line of a block's width along the last axis (a Program
-/// with `looped` set; the line's length is passed after `args`); with `unrolled` (a GPU's
-/// Program::unrolled), lines of that many elements in blocks of `unrolled_block` elements.
+/// Launches `kernel` with one thread per element of `shape` (x along the last axis), in
+/// blocks of 256: its superblocks follow the chunks of `along` (a plain array of that shape,
+/// which the blocks never straddle), else slices of the slowest axis per device.
+/// (launch_program's Programs run a line of a block's width per thread instead, or on a GPU
+/// `unrolled` elements a thread in blocks of 1024 where such a block is a warp wide.)
 void launch_elements(const std::shared_ptr<runtime::Driver>& driver, const Kernel& kernel,
-                     const Dim& shape, const ArrayHandle* along, bool follow_grain,
-                     const std::vector<detail::LaunchArg>& args, bool looped = false,
-                     int unrolled = 0);
-/// A GPU's elements per thread, and its block (in elements), for a Program of `shape` whose
-/// blocks follow `along`'s chunk grain (with `follow_grain`); 0 where a block would be
-/// narrower than a warp along the last axis (then one element per thread).
-int unrolled_elements(const Dim& shape, const ArrayHandle* along, bool follow_grain);
+                     const Dim& shape, const ArrayHandle* along,
+                     const std::vector<detail::LaunchArg>& args);
 /// Tests: the cpu backend runs the GPU's unrolled elementwise kernels too (their blocks,
 /// their mapping), and every kernel the library generates is kept for NVRTC. Null: none.
 struct ElementwiseTestHooks {

@@ -571,7 +571,7 @@ std::shared_ptr<ArrayHandle> integer_product(const std::shared_ptr<ArrayHandle>&
   args.shape(shape);
   args.integer(K);
   array::add_operands(args, A, B, *out, dtype);
-  array::launch_elements(driver, kernel, shape, out.get(), false, args.list());
+  array::launch_elements(driver, kernel, shape, out.get(), args.list());
   return out;
 }
 

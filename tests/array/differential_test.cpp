@@ -2384,6 +2384,12 @@ void report(const Program& p, const std::string& what) {
   ADD_FAILURE() << what << "\nreplay with GRIDSPAN_DIFF_SEED=" << p.seed << "\n" << program_text(p);
 }
 
+// What the library's run of `p` got that the reference does not answer, or what it threw.
+std::string against_reference(const Program& p, const Outcome& got) {
+  return got.error.empty() ? differences(run_reference(p), got.reads)
+                           : "the library threw: " + got.error;
+}
+
 TEST(Differential, RandomPrograms) {
   const int count = static_cast<int>(env_number("GRIDSPAN_DIFF_PROGRAMS", 204));
   std::printf("differential: base seed %llu (GRIDSPAN_TEST_SEED), %d programs\n",
@@ -2393,8 +2399,7 @@ TEST(Differential, RandomPrograms) {
     const Outcome got = run_library(p, p.devices);
     tight += p.device_memory > 0;
     spilled += got.spilled;
-    std::string diff = got.error.empty() ? differences(run_reference(p), got.reads)
-                                         : "the library threw: " + got.error;
+    const std::string diff = against_reference(p, got);
     if (!diff.empty() && failures++ < 5) report(p, diff);
   }
   std::printf("differential: %d of %d programs with memory limits spilled\n", spilled, tight);
@@ -2411,8 +2416,7 @@ TEST(Differential, UnrolledKernels) {
   int failures = 0;
   for (const Program& p : programs(count, 0, false)) {
     const Outcome got = run_library(p, p.devices);
-    std::string diff = got.error.empty() ? differences(run_reference(p), got.reads)
-                                         : "the library threw: " + got.error;
+    const std::string diff = against_reference(p, got);
     if (!diff.empty() && failures++ < 5) report(p, "unrolled kernels:\n" + diff);
   }
   array::set_elementwise_test_hooks(nullptr);
