@@ -107,6 +107,11 @@ struct Program {
   /// the block's elements are its threads' lines, as the annotation says, and a checked
   /// build runs the lines themselves. 0: one element per thread, or the cpu's lines.
   int unrolled = 0;
+  /// With `unrolled`: a thread's elements are its line itself, each access that walks the
+  /// last axis read or written as one vector of `unrolled` elements (at most 16 bytes; one
+  /// that is broadcast along it read once). launch.cpp's vector_elements says where: every
+  /// access an array's own last axis or broadcast along it, every vector whole and aligned.
+  bool vector = false;
 
   /// The shape of the expression (operations, dtypes, broadcasts, views), not its values:
   /// equal keys, equal kernels.

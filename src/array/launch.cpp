@@ -275,6 +275,53 @@ bool unrolled_fits(const Dim& shape, const std::array<int64_t, kMaxRank>& block)
   return width % kUnrolled == 0 && width / kUnrolled >= 32;
 }
 
+// An access of the vector variant: an array (not a view), its own last axis walking the
+// program's (a `walking` one) or none of its axes doing so (broadcast along it).
+bool vector_access(const Leaf& l, int last, bool& walking) {
+  if (l.general || l.linear) return false;
+  walking = false;
+  for (int b = 0; b < l.rank; ++b)
+    if (l.follows[b] == last) {
+      if (b != l.rank - 1) return false;
+      walking = true;
+    }
+  return true;
+}
+
+// Whether every chunk of a walking access cuts its last axis at multiples of u.
+bool chunks_aligned(const Leaf& l, int64_t u) {
+  const int b = l.rank - 1;
+  for (const plan::ChunkMeta& c : l.storage->meta->chunks)
+    if (c.region.lo[b] % u != 0 || (c.region.hi[b] - c.region.lo[b]) % u != 0) return false;
+  return true;
+}
+
+// The elements a thread of the vector variant runs (0: no vector variant): 16 bytes of the
+// widest walking access, halved until the last axis, the block and every chunk's cut along
+// it are multiples of it, with a warp's worth of threads a block.
+int vector_elements(const Program& p, const std::array<int64_t, kMaxRank>& block) {
+  const int last = p.shape.rank() - 1;
+  std::vector<const Leaf*> walking;
+  std::size_t widest = 1;
+  std::vector<const Leaf*> accesses{&p.target.access};
+  for (const Leaf& l : p.leaves) accesses.push_back(&l);
+  for (const Leaf* l : accesses) {
+    bool walks = false;
+    if (!vector_access(*l, last, walks)) return 0;
+    if (!walks) continue;
+    walking.push_back(l);
+    widest = std::max(widest, dtype_size(l->dtype));
+  }
+  if (last < 0 || walking.empty() || walking[0] != &p.target.access) return 0;
+  for (int64_t u = 16 / static_cast<int64_t>(widest); u >= 2; u /= 2) {
+    if (p.shape[last] % u != 0 || block[last] % u != 0 || block[last] / u < 32) continue;
+    if (std::all_of(walking.begin(), walking.end(),
+                    [&](const Leaf* l) { return chunks_aligned(*l, u); }))
+      return static_cast<int>(u);
+  }
+  return 0;
+}
+
 void launch_blocks(const std::shared_ptr<runtime::Driver>& driver, const Kernel& kernel,
                    const Dim& shape, const ArrayHandle* along,
                    const std::array<int64_t, kMaxRank>& block,
@@ -321,10 +368,15 @@ void launch_program(const std::shared_ptr<runtime::Driver>& driver, Program& p) 
     p.target.access.storage = target.storage;
   }
   p.unrolled = 0;
+  p.vector = false;
   std::array<int64_t, kMaxRank> block{};
   if (!cpu || (g_hooks && g_hooks->unroll_on_cpu)) {
     block = element_block(p.shape, &target, kUnrolled);
-    if (unrolled_fits(p.shape, block)) p.unrolled = kUnrolled;
+    if (unrolled_fits(p.shape, block)) {
+      const int v = vector_elements(p, block);
+      p.vector = v > 0;
+      p.unrolled = p.vector ? v : kUnrolled;
+    }
   }
   if (!p.unrolled) block = element_block(p.shape, &target, 0);
   p.looped = cpu || p.unrolled > 0;

@@ -184,7 +184,7 @@ std::string Program::key() const {
   std::string k = fmt::format("r{}d{}t{}{}{}{}|", shape.rank(), static_cast<int>(dtype),
                               target.fresh ? 'f' : 'u', target.also_read ? 'r' : 'w',
                               static_cast<int>(target.access.dtype),
-                              looped ? fmt::format("l{}", unrolled) : "");
+                              looped ? fmt::format("l{}{}", unrolled, vector ? "v" : "") : "");
   if (!target.fresh) key_leaf(k, target.access);
   k += '|';
   for (const Leaf& l : leaves) key_leaf(k, l);
@@ -486,16 +486,9 @@ class SourceWriter {
   // in flight together, not held behind the branches of an earlier element's math (erff's,
   // a division's slow path).
   std::string unrolled_body() const {
-    const int rank = p_.shape.rank(), u = p_.unrolled;
-    std::string body, guard;
-    for (int k = rank - 2; k >= 0; --k) {
-      const char axis = "xyz"[rank - 1 - k];
-      body += fmt::format(
-          "  const int64_t {0} = (int64_t)blockIdx.{1} * blockDim.{1} + threadIdx.{1};\n",
-          axis_name(k), axis);
-      guard += fmt::format("{}{} >= n{}", guard.empty() ? "" : " || ", axis_name(k), k);
-    }
-    if (!guard.empty()) body += fmt::format("  if ({}) return;\n", guard);
+    if (p_.vector) return vector_body();
+    const int u = p_.unrolled;
+    std::string body = leading_axes();
     // A thread's elements are blockDim apart along the last axis; an access whose index is
     // affine there (every one but a reshaped view's) is its first element's address plus k
     // times a step taken once, not the index worked out anew for each element.
@@ -513,6 +506,61 @@ class SourceWriter {
     // (An unguarded copy of the passes for lines wholly inside the array made gelu 8% faster
     // and silu and sigmoid, whose divisions have a slow path, 24% slower: not kept.)
     return body + decls + passes();
+  }
+  // The leading axes as one thread per element, threads past the array's end returning.
+  std::string leading_axes() const {
+    const int rank = p_.shape.rank();
+    std::string body, guard;
+    for (int k = rank - 2; k >= 0; --k) {
+      const char axis = "xyz"[rank - 1 - k];
+      body += fmt::format(
+          "  const int64_t {0} = (int64_t)blockIdx.{1} * blockDim.{1} + threadIdx.{1};\n",
+          axis_name(k), axis);
+      guard += fmt::format("{}{} >= n{}", guard.empty() ? "" : " || ", axis_name(k), k);
+    }
+    if (!guard.empty()) body += fmt::format("  if ({}) return;\n", guard);
+    return body;
+  }
+  // The vector variant's body: the thread's line of `unrolled` neighbouring elements from
+  // gs_a (whole: the last axis is a multiple of the line), one vector load for each access
+  // that walks the last axis (one element for one broadcast along it), the math, one vector
+  // store.
+  std::string vector_body() const {
+    const int last = p_.shape.rank() - 1, u = p_.unrolled;
+    std::string body =
+        leading_axes() +
+        fmt::format(
+            "  const int64_t gs_a = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * {0};\n"
+            "  if (gs_a >= n{1}) return;\n",
+            u, last);
+    for (const Ref& r : read_refs()) {
+      const std::string regs = register_name(r), at = substitute(memory_element(r), last, "gs_a");
+      body += fmt::format("  {} {}[{}];\n", reg(dtype_of(r)), regs, u);
+      if (walks_last(access_of(r)))
+        body += fmt::format("  gridspan::fused::load_vector<{}>(&{}, {});\n", u, at, regs);
+      else
+        body += fmt::format(
+            "  for (int gs_k = 0; gs_k < {}; ++gs_k) {}[gs_k] = gridspan::fused::load({});\n", u,
+            regs, at);
+    }
+    SourceWriter from_registers = *this;
+    from_registers.registers_ = true;
+    return body +
+           fmt::format(
+               "  {} gs_u[{}];\n#pragma unroll\n  for (int gs_k = 0; gs_k < {}; ++gs_k) {{\n"
+               "    const int64_t a{} = gs_a + gs_k;\n",
+               reg(p_.steps[p_.result.index].dtype), u, u, last) +
+           from_registers.steps() +
+           fmt::format(
+               "    gs_u[gs_k] = v{};\n  }}\n  gridspan::fused::store_vector<{}>(&{}, gs_u);\n",
+               p_.result.index, u, substitute(element(p_.target_access(), "out"), last, "gs_a"));
+  }
+  // Whether an access's index walks the program's last axis (on its own last axis).
+  bool walks_last(const Leaf& l) const {
+    const int last = p_.shape.rank() - 1;
+    for (int b = 0; b < l.rank; ++b)
+      if (l.follows[b] == last) return true;
+    return false;
   }
   // The three passes over a thread's elements: loads, math, stores, each only where its
   // element is inside the array.

@@ -52,6 +52,7 @@ struct RowPlan {
   int64_t threads = 1;     // per block (blockDim.x)
   int64_t per_thread = 0;  // elements kept in registers per thread (0: read in each pass)
   bool full = false;       // threads * per_thread == length: no thread's element is past the end
+  int64_t vec = 1;         // elements one load or store moves (up to 16 bytes; 1: one at a time)
   bool gamma = false, beta = false;
 };
 
@@ -67,9 +68,17 @@ void choose_threads(RowPlan& plan, bool gpu) {
 }
 
 // The index along the row of register gs_k (the thread count a compile-time constant, so
-// that the addresses are offsets of one).
+// that the addresses are offsets of one); with vectors, thread t's vector q starts at
+// (q * threads + t) * vec.
 std::string reg_index(const RowPlan& plan) {
+  if (plan.vec > 1)
+    return fmt::format("((int64_t)(gs_k / {0}) * {1} + threadIdx.x) * {0} + gs_k % {0}", plan.vec,
+                       plan.threads);
   return fmt::format("threadIdx.x + (int64_t)gs_k * {}", plan.threads);
+}
+// The index of vector gs_q's first element.
+std::string vector_start(const RowPlan& plan) {
+  return fmt::format("((int64_t)gs_q * {} + threadIdx.x) * {}", plan.threads, plan.vec);
 }
 
 // The axis names of a row's leading axes (blockIdx.y, .z) and the last axis's index `gs_j`.
@@ -112,6 +121,12 @@ std::string each(const RowPlan& plan, const Program& p, const std::string& body)
 // The row read into registers once (per_thread > 0).
 std::string load_row(const RowPlan& plan, const Program& p) {
   if (plan.per_thread == 0) return "";
+  if (plan.vec > 1)
+    return fmt::format(
+        "  A gs_r[{0}];\n#pragma unroll\n  for (int gs_q = 0; gs_q < {1}; ++gs_q)\n"
+        "    gridspan::fused::load_vector<{2}>(&L0({3}), gs_r + gs_q * {2});\n",
+        plan.per_thread, plan.per_thread / plan.vec, plan.vec,
+        row_index(plan.rank, vector_start(plan)));
   const int last = plan.rank - 1;
   const std::string past =
       plan.full ? "" : fmt::format("    if (a{0} >= n{0}) {{ gs_r[gs_k] = 0; continue; }}\n", last);
@@ -122,16 +137,42 @@ std::string load_row(const RowPlan& plan, const Program& p) {
       plan.per_thread, last, p.step_code(), p.result.index, reg_index(plan), past);
 }
 
-std::string store(const RowPlan& plan, const std::string& v) {
-  return fmt::format("    gridspan::fused::store(out({}), {});\n", row_index(plan.rank, "gs_j"),
-                     convert(v, plan.acc, plan.out));
+// The last pass: each element's `value` (with x, and gamma's and beta's elements as g and b
+// bound) stored, one at a time or a vector at a time (gamma and beta read so too). A value
+// `as_out` is of the output's type already.
+std::string final_pass(const RowPlan& plan, const Program& p, const std::string& value,
+                       bool as_out) {
+  const std::string g = plan.vec > 1 ? "gs_gv[gs_i]" : "(A)gridspan::fused::load(gs_g(gs_j))";
+  const std::string b = plan.vec > 1 ? "gs_bv[gs_i]" : "(A)gridspan::fused::load(gs_be(gs_j))";
+  const std::string v = fmt::format(fmt::runtime(value), fmt::arg("g", g), fmt::arg("b", b));
+  if (plan.vec == 1)
+    return each(
+        plan, p,
+        fmt::format("    gridspan::fused::store(out({}), {});\n", row_index(plan.rank, "gs_j"),
+                    as_out ? v : convert(v, plan.acc, plan.out)));
+  const int64_t V = plan.vec;
+  std::string params;
+  if (plan.gamma)
+    params += fmt::format(
+        "    A gs_gv[{0}];\n    gridspan::fused::load_vector<{0}>(&gs_g(gs_j0), gs_gv);\n", V);
+  if (plan.beta)
+    params += fmt::format(
+        "    A gs_bv[{0}];\n    gridspan::fused::load_vector<{0}>(&gs_be(gs_j0), gs_bv);\n", V);
+  return fmt::format(
+      "#pragma unroll\n  for (int gs_q = 0; gs_q < {0}; ++gs_q) {{\n"
+      "    const int64_t gs_j0 = {1};\n{2}    {3} gs_o[{4}];\n"
+      "#pragma unroll\n    for (int gs_i = 0; gs_i < {4}; ++gs_i) {{\n"
+      "      const A x = gs_r[gs_q * {4} + gs_i];\n      gs_o[gs_i] = {5};\n    }}\n"
+      "    gridspan::fused::store_vector<{4}>(&out({6}), gs_o);\n  }}\n",
+      plan.per_thread / V, vector_start(plan), params, as_out ? dtype_cpp_name(plan.out) : "A", V,
+      v, row_index(plan.rank, "gs_j0"));
 }
 
 // The kernel's body after the row's registers: the passes of `plan.kind`.
 std::string passes(const RowPlan& plan, const Program& p) {
   const std::string n = fmt::format("(A)n{}", plan.rank - 1);
-  const std::string g = plan.gamma ? "(A)gridspan::fused::load(gs_g(gs_j))" : "";
-  const std::string b = plan.beta ? "(A)gridspan::fused::load(gs_be(gs_j))" : "";
+  const std::string g = plan.gamma ? "{g}" : "";
+  const std::string b = plan.beta ? "{b}" : "";
   switch (plan.kind) {
     case Kind::softmax: {
       // In registers the exponentials are kept from the sum's pass for the last.
@@ -144,7 +185,7 @@ std::string passes(const RowPlan& plan, const Program& p) {
                          "    gs_r[gs_k] = e;\n"
                        : "    s += gridspan::ew::exp(x - m);\n") +
              "  const A inv = (A)1 / gridspan::rows::block_all(s, gridspan::rows::Sum());\n" +
-             each(plan, p, store(plan, kept ? "x * inv" : "gridspan::ew::exp(x - m) * inv"));
+             final_pass(plan, p, kept ? "x * inv" : "gridspan::ew::exp(x - m) * inv", false);
     }
     case Kind::layer_norm:
       return "  A s = 0;\n" + each(plan, p, "    s += x;\n") +
@@ -157,23 +198,24 @@ std::string passes(const RowPlan& plan, const Program& p) {
                  "  const A rstd = (A)1 / gridspan::ew::sqrt(gridspan::rows::block_all(q, "
                  "gridspan::rows::Sum()) / {} + (A)eps);\n",
                  n) +
-             each(plan, p, store(plan, fmt::format("(x - mean) * rstd * {} + {}", g, b)));
+             final_pass(plan, p, fmt::format("(x - mean) * rstd * {} + {}", g, b), false);
     case Kind::rms_norm:
       return "  A q = 0;\n" + each(plan, p, "    q += x * x;\n") +
              fmt::format(
                  "  const A rinv = (A)1 / gridspan::ew::sqrt(gridspan::rows::block_all(q, "
                  "gridspan::rows::Sum()) / {} + (A)eps);\n",
                  n) +
-             each(plan, p, store(plan, fmt::format("x * rinv * {}", g)));
+             final_pass(plan, p, fmt::format("x * rinv * {}", g), false);
     default:  // quantize: zeros where the scale is zero, infinite or NaN
-      return "  A m = 0;\n" +
-             each(plan, p, "    m = gridspan::rows::Max()(m, gridspan::ew::abs(x));\n") +
-             "  const A sc = gridspan::rows::block_all(m, gridspan::rows::Max()) / (A)127;\n"
-             "  const bool zero = !(sc > 0 && sc < gridspan::rows::infinity(A()));\n" +
-             each(plan, p,
-                  fmt::format("    gridspan::fused::store(out({}), zero ? (int8_t)0 : "
-                              "gridspan::fused::convert<int8_t>(gridspan::ew::round(x / sc)));\n",
-                              row_index(plan.rank, "gs_j"))) +
+      return "  auto m = gridspan::rows::abs_bits((A)0);\n" +
+             each(plan, p, "    m = gridspan::rows::Max()(m, gridspan::rows::abs_bits(x));\n") +
+             "  const A sc = gridspan::rows::from_bits(gridspan::rows::block_all(m, "
+             "gridspan::rows::Max())) / (A)127;\n"
+             "  const bool zero = !(sc > 0 && sc < gridspan::rows::infinity(A()));\n"
+             "  const A inv = (A)1 / sc;\n"
+             "  const bool fast = sc >= gridspan::rows::normal_min(A());\n" +
+             final_pass(plan, p, "zero ? (int8_t)0 : gridspan::rows::quantize(x, sc, inv, fast)",
+                        true) +
              fmt::format("  if (threadIdx.x == 0) gridspan::fused::store(gs_s({}), sc);\n",
                          lead_index(plan.rank));
   }
@@ -195,8 +237,14 @@ std::pair<std::string, std::string> row_kernel(const RowPlan& plan, const Progra
   // The threads of a block meet in block_all: said here too, so that the cpu backend runs a
   // block of more than one thread (the GPU's geometry in tests) on fibers.
   const std::string meet = plan.threads > 1 ? "  __syncthreads();\n" : "";
-  const std::string body = fmt::format("  typedef {} A;\n", reg(plan.acc)) + meet +
-                           leading_axes(R) + load_row(plan, p) + passes(plan, p);
+  std::string body = leading_axes(R) + load_row(plan, p) + passes(plan, p);
+  if (plan.vec > 1) {  // checked mode checks each element's access: one at a time there
+    RowPlan single = plan;
+    single.vec = 1;
+    body = fmt::format("#if GRIDSPAN_CHECKED\n{}#else\n{}#endif\n",
+                       leading_axes(R) + load_row(single, p) + passes(single, p), body);
+  }
+  body = fmt::format("  typedef {} A;\n", reg(plan.acc)) + meet + body;
   std::string src = fmt::format(
       "#include <gridspan/device/elementwise.hpp>\n#include <gridspan/device/fused.hpp>\n"
       "#include <gridspan/device/rows.hpp>\n"
@@ -279,8 +327,11 @@ DataDistribution scale_distribution(const plan::ArrayMeta& out) {
   return dist::custom("quantize scales", [chunks](const Dim&, int) { return chunks; });
 }
 
-// One superblock (in blocks: one per row) per output chunk.
+// The superblocks (in blocks: one per row) of each output chunk: as many as keep every
+// grid axis within a launch's 65535 blocks. (A longer one runs through an entry that loops
+// over its blocks, where the vector kernels ran at 40% of the memory's bandwidth.)
 std::vector<Superblock> row_superblocks(const plan::ArrayMeta& out) {
+  constexpr int64_t kGrid = 65535;
   const int R = out.shape.rank();
   std::vector<Superblock> sbs;
   for (const plan::ChunkMeta& c : out.chunks) {
@@ -290,7 +341,16 @@ std::vector<Superblock> row_superblocks(const plan::ArrayMeta& out) {
       r.lo[R - 1 - k] = c.owned.lo[k];
       r.hi[R - 1 - k] = c.owned.hi[k];
     }
-    sbs.push_back(Superblock{r, c.device});
+    // Cut along axes 1 and 2 (rows; axis 0 is the row's one block) into pieces of kGrid.
+    for (int64_t z = r.lo[2]; z < r.hi[2]; z += kGrid)
+      for (int64_t y = r.lo[1]; y < r.hi[1]; y += kGrid) {
+        Rect piece = r;
+        piece.lo[1] = y;
+        piece.hi[1] = std::min(r.hi[1], y + kGrid);
+        piece.lo[2] = z;
+        piece.hi[2] = std::min(r.hi[2], z + kGrid);
+        sbs.push_back(Superblock{piece, c.device});
+      }
   }
   return sbs;
 }
@@ -299,11 +359,31 @@ struct RowArrays {
   std::shared_ptr<ArrayHandle> out, scale, gamma, beta;
 };
 
-void launch_rows(const std::shared_ptr<runtime::Driver>& driver, const RowPlan& plan,
-                 const Program& p, const RowArrays& a, double eps) {
-  const std::string key = fmt::format("rows:{}:{}:{}:{}:{}:{}:{}:{}:{}|{}", int(plan.kind),
-                                      int(plan.in), int(plan.acc), plan.rank, plan.threads,
-                                      plan.per_thread, plan.full, plan.gamma, plan.beta, p.key());
+// Vectors of up to 16 bytes per load and store where every one is whole and aligned: rows
+// in registers with no guards (a length of a multiple of the vector), read from an array
+// (not a view or an expression) whose chunks hold whole rows.
+int64_t choose_vector(const RowPlan& plan, const Program& p) {
+  if (plan.per_thread == 0 || !plan.full || p.leaves.size() != 1 || !p.scalars.empty() ||
+      p.steps.size() != 1 || p.steps[0].op != EwOp::cast || p.steps[0].dtype != plan.in)
+    return 1;
+  const Leaf& l = p.leaves[0];
+  const int last = plan.rank - 1;
+  if (l.general || l.linear || l.dtype != plan.in || l.rank != plan.rank || l.follows[last] != last)
+    return 1;
+  for (const plan::ChunkMeta& c : l.storage->meta->chunks)
+    if (c.region.lo[last] != 0 || c.region.hi[last] != plan.length) return 1;
+  int64_t v = 16 / static_cast<int64_t>(dtype_size(plan.in));
+  while (v > 1 && plan.per_thread % v != 0) v /= 2;
+  return v;
+}
+
+void launch_rows(const std::shared_ptr<runtime::Driver>& driver, RowPlan plan, const Program& p,
+                 const RowArrays& a, double eps) {
+  plan.vec = choose_vector(plan, p);
+  const std::string key =
+      fmt::format("rows:{}:{}:{}:{}:{}:{}:{}:{}:{}:{}|{}", int(plan.kind), int(plan.in),
+                  int(plan.acc), plan.rank, plan.threads, plan.per_thread, plan.full, plan.vec,
+                  plan.gamma, plan.beta, p.key());
   const Kernel& kernel = cached_kernel(driver, key, [&](const std::string& name) {
     auto [src, ann] = row_kernel(plan, p, name);
     auto def = KernelDef::from_source(src, name).annotate(ann);

@@ -304,6 +304,17 @@ TEST_F(UnrolledElementwise, MatchTheHostOnOneAndThreeDevices) {
     gs::Context ctx(quiet(devices));
     everything(ctx);
   }
+  // Both variants ran: a line of neighbouring elements as one vector load and store where
+  // every access is an array's last axis, aligned (4 float32, 2 float64), and the elements
+  // a block's threads apart elsewhere (a tail of 4099, a transposed or sliced view).
+  std::size_t vectors = 0, strided = 0;
+  for (const auto& def : hooks.generated) {
+    vectors += def.source().find("store_vector<4>") != std::string::npos ||
+               def.source().find("store_vector<2>") != std::string::npos;
+    strided += def.source().find("gs_first") != std::string::npos;
+  }
+  EXPECT_GE(vectors, 4u);
+  EXPECT_GE(strided, 3u);
 }
 
 TEST_F(UnrolledElementwise, CheckedModeRunsTheAnnotationsLines) {

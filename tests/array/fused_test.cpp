@@ -337,6 +337,9 @@ TEST(ArrayRows, MatchTheirDefinitionsOnEveryShapeAndDtype) {
   check_rows<double>(ctx, {20, 301}, 1e-12, 73);
   check_rows<gs::float16>(ctx, {9, 64}, 2.0 / 1024, 74);
   check_rows<gs::bfloat16>(ctx, {9, 64}, 2.0 / 128, 75);
+  // More rows than a launch's grid axis holds (65535): cut into several superblocks.
+  check_rows<float>(ctx, {70000, 16}, 1e-4, 76);
+  check_rows<float>(ctx, {2, 66000, 8}, 1e-4, 77);
 }
 
 TEST(ArrayRows, TheReadmesExamples) {
@@ -483,6 +486,49 @@ TEST(ArrayQuantize, RowsStandForTheirValues) {
   EXPECT_EQ(one.first.to_vector(), (std::vector<int8_t>{-127, 64, 32}));
 }
 
+// quantize_symmetric against dividing each element, exactly: random rows of T, a third of
+// whose elements lie at a half of the scale or one unit in the last place either side.
+template <class T>
+void check_quantize_exact(gs::Context& ctx, int64_t rows, int64_t L, uint64_t salt) {
+  SCOPED_TRACE(::testing::Message() << "rows " << rows << " x " << L);
+  auto g = test::rng(salt);
+  std::uniform_real_distribution<T> value(-1, 1);
+  std::uniform_int_distribution<int> k(-126, 125);
+  std::vector<T> xv(static_cast<std::size_t>(rows * L));
+  for (int64_t r = 0; r < rows; ++r) {
+    const T m = std::ldexp(T(1) + value(g), static_cast<int>(r % 40) - 20);
+    const T sc = m / T(127);
+    T* row = &xv[static_cast<std::size_t>(r * L)];
+    for (int64_t j = 0; j < L; ++j) row[j] = m * value(g);
+    row[0] = r % 2 ? m : -m;
+    for (int64_t j = 1; j + 2 < L; j += 9) {
+      row[j] = (T(k(g)) + T(0.5)) * sc;
+      row[j + 1] = std::nextafter(row[j], T(1000));
+      row[j + 2] = std::nextafter(row[j], T(-1000));
+    }
+  }
+  auto [xq, scale] = gs::quantize_symmetric(ctx.from_vector(xv, {rows, L}));
+  const auto q = xq.to_vector();
+  const auto s = scale.to_vector();
+  for (int64_t r = 0; r < rows; ++r) {
+    T m = 0;
+    for (int64_t j = 0; j < L; ++j) m = std::max(m, std::abs(xv[r * L + j]));
+    const T sc = m / T(127);
+    ASSERT_EQ(s[r], sc) << r;
+    for (int64_t j = 0; j < L; ++j) {
+      const T x = xv[r * L + j];
+      ASSERT_EQ(q[r * L + j], static_cast<int8_t>(std::round(x / sc)))
+          << "row " << r << " element " << j << " x " << x << " scale " << sc;
+    }
+  }
+}
+
+TEST(ArrayQuantize, EveryElementAsDividedNearHalvesToo) {
+  gs::Context ctx(test::quiet_config(2));
+  check_quantize_exact<float>(ctx, 40, 300, 91);
+  check_quantize_exact<double>(ctx, 40, 300, 92);
+}
+
 // The cuda backend's geometry on cpu devices: blocks of 32 to 1024 threads combining through
 // block_all (run on fibers), rows in registers or read in each pass.
 class RowGpuGeometry : public ::testing::Test {
@@ -496,6 +542,8 @@ class RowGpuGeometry : public ::testing::Test {
     check_rows<gs::bfloat16>(ctx, {700}, 2.0 / 128, 83);     // 64 threads, 11 each
     check_rows<float>(ctx, {5, 256}, 1e-4, 85);              // 32 x 8: full rows, no guards
     check_rows<gs::bfloat16>(ctx, {3, 512}, 2.0 / 128, 86);  // 32 x 16, full
+    check_quantize_exact<float>(ctx, 8, 4096, 87);           // 256 x 16, full
+    check_quantize_exact<double>(ctx, 6, 1000, 88);          // 64 x 16
     auto [xq, scale] = gs::quantize_symmetric(ctx.from_vector<float>(
         {-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 127.0f, 1, NAN, 2, 3, 4, 5, 6}, {2, 7}));
     EXPECT_EQ(xq.to_vector(), (std::vector<int8_t>{-3, -2, -1, 1, 2, 3, 127, 0, 0, 0, 0, 0, 0, 0}));
@@ -514,6 +562,18 @@ class RowGpuGeometry : public ::testing::Test {
 TEST_F(RowGpuGeometry, BlocksOfManyThreadsMatchTheHost) {
   gs::Context ctx(checked(2));
   everything(ctx);
+}
+
+// Unchecked, rows in registers whose length is a multiple of a vector are read and written
+// a vector (16 bytes) at a time.
+TEST_F(RowGpuGeometry, VectorsOfSixteenBytesMatchTheHost) {
+  gs::Context ctx(test::quiet_config(2));
+  everything(ctx);
+  int vectors = 0;
+  for (const auto& def : hooks.generated)
+    vectors += def.source().find("load_vector<8>") != std::string::npos ||
+               def.source().find("load_vector<4>") != std::string::npos;
+  EXPECT_GE(vectors, 6);
 }
 
 #ifdef GRIDSPAN_HAVE_CUDA

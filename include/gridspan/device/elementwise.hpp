@@ -20,6 +20,10 @@
 //  - round rounds halfway cases away from zero (C's round). np.round / np.around round them
 //    to even: that is rint here.
 #pragma once
+// Guarded too: kernels include it as <gridspan/device/elementwise.hpp> and rows.hpp as
+// "elementwise.hpp", which NVRTC holds as two headers.
+#ifndef GRIDSPAN_DEVICE_ELEMENTWISE_HPP
+#define GRIDSPAN_DEVICE_ELEMENTWISE_HPP
 
 #include "abi.h"
 #include "views.hpp"
@@ -370,3 +374,5 @@ GRIDSPAN_HD T floor_divide(T a, T b) {
 
 }  // namespace ew
 }  // namespace gridspan
+
+#endif  // GRIDSPAN_DEVICE_ELEMENTWISE_HPP

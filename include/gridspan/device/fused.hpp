@@ -40,6 +40,34 @@ GRIDSPAN_HD void store(T& out, V v) {
   out = static_cast<T>(v);
 }
 
+// ---- vectors: V neighbouring elements in one load or store -------------------------------
+template <class T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+/// The V elements of T at p (aligned to V of them) into r, loaded as above.
+template <int V, class A, class T>
+GRIDSPAN_HD void load_vector(const T* p, A* r) {
+  Pack<T, V> pack;
+#ifdef __CUDA_ARCH__
+  pack = *reinterpret_cast<const Pack<T, V>*>(p);
+#else
+  memcpy(&pack, p, sizeof pack);
+#endif
+  for (int i = 0; i < V; ++i) r[i] = static_cast<A>(load(pack.v[i]));
+}
+/// r[0..V) stored as above into the V elements of T at p (aligned to V of them).
+template <int V, class T, class A>
+GRIDSPAN_HD void store_vector(T* p, const A* r) {
+  Pack<T, V> pack;
+  for (int i = 0; i < V; ++i) store(pack.v[i], r[i]);
+#ifdef __CUDA_ARCH__
+  *reinterpret_cast<Pack<T, V>*>(p) = pack;
+#else
+  memcpy(p, &pack, sizeof pack);
+#endif
+}
+
 // ---- integers ------------------------------------------------------------------------------
 template <class T>
 struct unsigned_of {

@@ -5,6 +5,7 @@
 // thread, which has the row's total already. Compiles as CUDA and as plain C++.
 #pragma once
 
+#include "elementwise.hpp"
 #include "views.hpp"
 
 namespace gridspan {
@@ -37,6 +38,67 @@ GRIDSPAN_HD double infinity(double) {
 #else
   return __builtin_inf();
 #endif
+}
+
+/// |x|'s bits as an unsigned integer: ordered as |x| is, NaN above infinity, so that their
+/// maximum is max|x| with NaN kept (one integer maximum an element); from_bits undoes it.
+GRIDSPAN_HD unsigned abs_bits(float x) {
+#ifdef __CUDACC__
+  return __float_as_uint(x) & 0x7fffffffu;
+#else
+  unsigned u;
+  memcpy(&u, &x, sizeof u);
+  return u & 0x7fffffffu;
+#endif
+}
+GRIDSPAN_HD unsigned long long abs_bits(double x) {
+#ifdef __CUDACC__
+  return static_cast<unsigned long long>(__double_as_longlong(x)) & 0x7fffffffffffffffull;
+#else
+  unsigned long long u;
+  memcpy(&u, &x, sizeof u);
+  return u & 0x7fffffffffffffffull;
+#endif
+}
+GRIDSPAN_HD float from_bits(unsigned u) {
+#ifdef __CUDACC__
+  return __uint_as_float(u);
+#else
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+GRIDSPAN_HD double from_bits(unsigned long long u) {
+#ifdef __CUDACC__
+  return __longlong_as_double(static_cast<long long>(u));
+#else
+  double x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+
+/// The smallest normal number.
+GRIDSPAN_HD float normal_min(float) {
+  return 1.17549435082228750797e-38f;
+}
+GRIDSPAN_HD double normal_min(double) {
+  return 2.22507385850720138309e-308;
+}
+
+/// quantize_symmetric's element: x / scale rounded half away from zero, as an int8, for a
+/// finite scale > 0 and |x| <= 127 scale; `inv` is 1 / scale. The product x * inv is within
+/// 2e-5 of the quotient (float; 5e-14 in double) when the scale is normal (`fast`), so
+/// rounding the product to the nearest integer gives the quotient's answer except near a
+/// half, where it divides instead: the answers of dividing each element, bit for bit,
+/// without the division's many instructions.
+template <class A>
+GRIDSPAN_HD signed char quantize(A x, A scale, A inv, bool fast) {
+  const A q = x * inv, r = ew::rint(q);
+  const A near = sizeof(A) == 4 ? A(0.5 - 1.0 / 4096) : A(0.5 - 1.0 / 1099511627776.0);
+  const A k = fast && ew::abs(q - r) < near ? r : ew::round(x / scale);
+  return static_cast<signed char>(static_cast<int>(k));
 }
 
 #ifdef __CUDACC__
