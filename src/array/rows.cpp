@@ -139,9 +139,10 @@ std::string load_row(const RowPlan& plan, const Program& p) {
 
 // The last pass: each element's `value` (with x, and gamma's and beta's elements as g and b
 // bound) stored, one at a time or a vector at a time (gamma and beta read so too). A value
-// `as_out` is of the output's type already.
-std::string final_pass(const RowPlan& plan, const Program& p, const std::string& value,
-                       bool as_out) {
+// `as_out` is of the output's type already. A vector's values come from `group` instead
+// where it is given: code filling gs_o from the vector's registers (`{V}` its length).
+std::string final_pass(const RowPlan& plan, const Program& p, const std::string& value, bool as_out,
+                       const std::string& group = "") {
   const std::string g = plan.vec > 1 ? "gs_gv[gs_i]" : "(A)gridspan::fused::load(gs_g(gs_j))";
   const std::string b = plan.vec > 1 ? "gs_bv[gs_i]" : "(A)gridspan::fused::load(gs_be(gs_j))";
   const std::string v = fmt::format(fmt::runtime(value), fmt::arg("g", g), fmt::arg("b", b));
@@ -158,14 +159,19 @@ std::string final_pass(const RowPlan& plan, const Program& p, const std::string&
   if (plan.beta)
     params += fmt::format(
         "    A gs_bv[{0}];\n    gridspan::fused::load_vector<{0}>(&gs_be(gs_j0), gs_bv);\n", V);
+  const std::string values =
+      group.empty()
+          ? fmt::format(
+                "#pragma unroll\n    for (int gs_i = 0; gs_i < {0}; ++gs_i) {{\n"
+                "      const A x = gs_r[gs_q * {0} + gs_i];\n      gs_o[gs_i] = {1};\n    }}\n",
+                V, v)
+          : fmt::format(fmt::runtime(group), fmt::arg("V", V));
   return fmt::format(
       "#pragma unroll\n  for (int gs_q = 0; gs_q < {0}; ++gs_q) {{\n"
-      "    const int64_t gs_j0 = {1};\n{2}    {3} gs_o[{4}];\n"
-      "#pragma unroll\n    for (int gs_i = 0; gs_i < {4}; ++gs_i) {{\n"
-      "      const A x = gs_r[gs_q * {4} + gs_i];\n      gs_o[gs_i] = {5};\n    }}\n"
+      "    const int64_t gs_j0 = {1};\n{2}    {3} gs_o[{4}];\n{5}"
       "    gridspan::fused::store_vector<{4}>(&out({6}), gs_o);\n  }}\n",
       plan.per_thread / V, vector_start(plan), params, as_out ? dtype_cpp_name(plan.out) : "A", V,
-      v, row_index(plan.rank, "gs_j0"));
+      values, row_index(plan.rank, "gs_j0"));
 }
 
 // The kernel's body after the row's registers: the passes of `plan.kind`.
@@ -215,7 +221,9 @@ std::string passes(const RowPlan& plan, const Program& p) {
              "  const A inv = (A)1 / sc;\n"
              "  const bool fast = sc >= gridspan::rows::normal_min(A());\n" +
              final_pass(plan, p, "zero ? (int8_t)0 : gridspan::rows::quantize(x, sc, inv, fast)",
-                        true) +
+                        true,
+                        "    gridspan::rows::quantize_group<{V}>(gs_r + gs_q * {V}, sc, inv, "
+                        "fast, zero, gs_o);\n") +
              fmt::format("  if (threadIdx.x == 0) gridspan::fused::store(gs_s({}), sc);\n",
                          lead_index(plan.rank));
   }

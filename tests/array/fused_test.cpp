@@ -569,11 +569,14 @@ TEST_F(RowGpuGeometry, BlocksOfManyThreadsMatchTheHost) {
 TEST_F(RowGpuGeometry, VectorsOfSixteenBytesMatchTheHost) {
   gs::Context ctx(test::quiet_config(2));
   everything(ctx);
-  int vectors = 0;
-  for (const auto& def : hooks.generated)
+  int vectors = 0, quantized = 0;
+  for (const auto& def : hooks.generated) {
     vectors += def.source().find("load_vector<8>") != std::string::npos ||
                def.source().find("load_vector<4>") != std::string::npos;
+    quantized += def.source().find("quantize_group<4>") != std::string::npos;
+  }
   EXPECT_GE(vectors, 6);
+  EXPECT_GE(quantized, 1);  // 8 rows of 4096 float32: a vector's elements quantized together
 }
 
 #ifdef GRIDSPAN_HAVE_CUDA

@@ -94,11 +94,37 @@ GRIDSPAN_HD double normal_min(double) {
 /// half, where it divides instead: the answers of dividing each element, bit for bit,
 /// without the division's many instructions.
 template <class A>
+GRIDSPAN_HD A near_half() {
+  return sizeof(A) == 4 ? A(0.5 - 1.0 / 4096) : A(0.5 - 1.0 / 1099511627776.0);
+}
+template <class A>
 GRIDSPAN_HD signed char quantize(A x, A scale, A inv, bool fast) {
   const A q = x * inv, r = ew::rint(q);
-  const A near = sizeof(A) == 4 ? A(0.5 - 1.0 / 4096) : A(0.5 - 1.0 / 1099511627776.0);
-  const A k = fast && ew::abs(q - r) < near ? r : ew::round(x / scale);
+  const A k = fast && ew::abs(q - r) < near_half<A>() ? r : ew::round(x / scale);
   return static_cast<signed char>(static_cast<int>(k));
+}
+/// quantize over a thread's V neighbouring elements: the products rounded, and only where
+/// one of them lies near a half the V elements through quantize (one branch for the
+/// vector, not one an element); zeros for a `zero` row (scale zero, infinite or NaN).
+template <int V, class A>
+GRIDSPAN_HD void quantize_group(const A* x, A scale, A inv, bool fast, bool zero,
+                                signed char* out) {
+  if (zero) {
+    for (int i = 0; i < V; ++i) out[i] = 0;
+    return;
+  }
+  A k[V];
+  bool divide = !fast;
+  for (int i = 0; i < V; ++i) {
+    const A q = x[i] * inv;
+    k[i] = ew::rint(q);
+    divide |= !(ew::abs(q - k[i]) < near_half<A>());
+  }
+  if (divide) {
+    for (int i = 0; i < V; ++i) out[i] = quantize(x[i], scale, inv, fast);
+    return;
+  }
+  for (int i = 0; i < V; ++i) out[i] = static_cast<signed char>(static_cast<int>(k[i]));
 }
 
 #ifdef __CUDACC__
