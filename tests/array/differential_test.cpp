@@ -573,7 +573,13 @@ class Generator {
       for (int k : v.syms) n *= std::max<int64_t>(1, ext_[k]);
       volume = std::max(volume, n);
     }
-    for (const Stmt& s : p_.stmts) volume = std::max(volume, held_bytes(s) / 8);
+    // Where the rounding at most doubles an input (tiles of 64 elements and more), its
+    // blocks count; finer tiles keep the bound of their elements, as before, so that the
+    // limits stay tight enough for some programs to spill.
+    int64_t held = volume;
+    for (const Stmt& s : p_.stmts)
+      if (const int64_t h = held_bytes(s) / 8; h <= 2 * volume) held = std::max(held, h);
+    volume = held;
     const std::size_t largest = static_cast<std::size_t>(volume) * 8 + 4096;
     p_.device_memory = 2 * largest + (4 << 10);
     p_.host_memory = 16 * largest + (256 << 10);
