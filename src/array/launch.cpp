@@ -301,6 +301,7 @@ bool chunks_aligned(const Leaf& l, int64_t u) {
 // it are multiples of it, with a warp's worth of threads a block.
 int vector_elements(const Program& p, const std::array<int64_t, kMaxRank>& block) {
   const int last = p.shape.rank() - 1;
+  if (last < 0) return 0;
   std::vector<const Leaf*> walking;
   std::size_t widest = 1;
   std::vector<const Leaf*> accesses{&p.target.access};
@@ -312,7 +313,7 @@ int vector_elements(const Program& p, const std::array<int64_t, kMaxRank>& block
     walking.push_back(l);
     widest = std::max(widest, dtype_size(l->dtype));
   }
-  if (last < 0 || walking.empty() || walking[0] != &p.target.access) return 0;
+  if (walking.empty() || walking[0] != &p.target.access) return 0;  // the target walks
   for (int64_t u = 16 / static_cast<int64_t>(widest); u >= 2; u /= 2) {
     if (p.shape[last] % u != 0 || block[last] % u != 0 || block[last] / u < 32) continue;
     if (std::all_of(walking.begin(), walking.end(),
