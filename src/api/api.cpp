@@ -142,7 +142,8 @@ struct KernelState {
   std::vector<ParamInfo> params;
   annotation::Annotation annotation;
   std::shared_ptr<const plan::Executable> executable;
-  std::vector<bool> writes;  // per parameter: an array the annotation writes
+  std::vector<bool> writes;    // per parameter: an array the annotation writes
+  int64_t max_threads = 1024;  // a block's, CUDA's or the kernel's launch_bounds
   // Where each scalar parameter's value starts in a launch's packed values (8 bytes each,
   // in parameter order): the same for every launch of the kernel.
   std::shared_ptr<const std::vector<uint32_t>> scalar_offsets;
@@ -219,6 +220,17 @@ KernelDef& KernelDef::define(std::string name, long long value) {
 }
 KernelDef& KernelDef::checked(bool on) {
   checked_ = on;
+  return *this;
+}
+
+KernelDef& KernelDef::launch_bounds(int max_threads, int min_blocks) {
+  if (max_threads < 1 || max_threads > 1024 || min_blocks < 0)
+    throw Error(fmt::format(
+        "kernel `{}`: launch_bounds({}, {}) needs 1 to 1024 threads and a block count of at "
+        "least 0, as CUDA's __launch_bounds__",
+        function_, max_threads, min_blocks));
+  max_threads_ = max_threads;
+  min_blocks_ = min_blocks;
   return *this;
 }
 
@@ -412,6 +424,9 @@ Kernel detail::compile_kernel(const std::shared_ptr<runtime::Driver>& driver,
   src.params = state->params;
   src.defines = def.defines();
   src.checked = def.is_checked() || driver->config().check;
+  src.max_threads = def.max_threads();
+  src.min_blocks = def.min_blocks();
+  state->max_threads = def.max_threads() ? def.max_threads() : 1024;
   state->executable = runtime::KernelExecutable::compile(driver->backend(), std::move(src));
   driver->add_executable(state->executable);
   ++driver->counters().kernels_compiled;
@@ -524,10 +539,11 @@ Event Kernel::launch_packed(const Dim& threads, const Dim& block, const WorkDist
     if (block[a] <= 0)
       throw LaunchError(fmt::format("kernel `{}`: the block {} must be positive on every axis",
                                     name, block.str()));
-  if (block.volume() > 1024)
+  if (block.volume() > state_->max_threads)
     throw LaunchError(
-        fmt::format("kernel `{}`: the block {} has {} threads; at most 1024 as in CUDA", name,
-                    block.str(), block.volume()));
+        fmt::format("kernel `{}`: the block {} has {} threads; at most {} ({})", name, block.str(),
+                    block.volume(), state_->max_threads,
+                    state_->max_threads == 1024 ? "as in CUDA" : "its launch_bounds"));
   Scratch<plan::LaunchSpec> borrowed;  // its vectors keep their memory from launch to launch
   plan::LaunchSpec& spec = *borrowed;
   spec.executable = state_->executable;

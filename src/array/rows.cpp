@@ -81,6 +81,22 @@ std::string vector_start(const RowPlan& plan) {
   return fmt::format("((int64_t)gs_q * {} + threadIdx.x) * {}", plan.threads, plan.vec);
 }
 
+// The type of the row's registers: x's own 16-bit type as loaded, two to a register, where
+// a vector loads them and no pass writes them back (softmax keeps its exponentials there);
+// the accumulator's type otherwise. Half the registers for 16-bit rows: more blocks fit an
+// SM, and more of the row's bytes are in flight.
+bool packed(const RowPlan& plan) {
+  return plan.vec > 1 && plan.kind != Kind::softmax && dtype_size(plan.in) == 2;
+}
+std::string register_type(const RowPlan& plan) {
+  return packed(plan) ? dtype_cpp_name(plan.in) : "A";
+}
+// Register `i` (an expression) in the accumulator's type.
+std::string held(const RowPlan& plan, const std::string& i) {
+  return packed(plan) ? fmt::format("(A)gridspan::fused::load(gs_r[{}])", i)
+                      : fmt::format("gs_r[{}]", i);
+}
+
 // The axis names of a row's leading axes (blockIdx.y, .z) and the last axis's index `gs_j`.
 std::string leading_axes(int rank) {
   std::string s;
@@ -109,9 +125,9 @@ std::string each(const RowPlan& plan, const Program& p, const std::string& body)
     return fmt::format(
         "#pragma unroll\n  for (int gs_k = 0; gs_k < {0}; ++gs_k) {{\n"
         "    const int64_t gs_j = {3};\n"
-        "    if ({4}) {{\n    const A x = gs_r[gs_k];\n{2}    }}\n  }}\n",
+        "    if ({4}) {{\n    const A x = {5};\n{2}    }}\n  }}\n",
         plan.per_thread, last, body, reg_index(plan),
-        plan.full ? "true" : fmt::format("gs_j < n{}", last));
+        plan.full ? "true" : fmt::format("gs_j < n{}", last), held(plan, "gs_k"));
   return fmt::format(
       "  for (int64_t gs_j = threadIdx.x; gs_j < n{0}; gs_j += {4}) {{\n"
       "    const int64_t a{0} = gs_j;\n{1}    const A x = (A)v{2};\n{3}  }}\n",
@@ -123,10 +139,10 @@ std::string load_row(const RowPlan& plan, const Program& p) {
   if (plan.per_thread == 0) return "";
   if (plan.vec > 1)
     return fmt::format(
-        "  A gs_r[{0}];\n#pragma unroll\n  for (int gs_q = 0; gs_q < {1}; ++gs_q)\n"
+        "  {4} gs_r[{0}];\n#pragma unroll\n  for (int gs_q = 0; gs_q < {1}; ++gs_q)\n"
         "    gridspan::fused::load_vector<{2}>(&L0({3}), gs_r + gs_q * {2});\n",
         plan.per_thread, plan.per_thread / plan.vec, plan.vec,
-        row_index(plan.rank, vector_start(plan)));
+        row_index(plan.rank, vector_start(plan)), register_type(plan));
   const int last = plan.rank - 1;
   const std::string past =
       plan.full ? "" : fmt::format("    if (a{0} >= n{0}) {{ gs_r[gs_k] = 0; continue; }}\n", last);
@@ -163,9 +179,10 @@ std::string final_pass(const RowPlan& plan, const Program& p, const std::string&
       group.empty()
           ? fmt::format(
                 "#pragma unroll\n    for (int gs_i = 0; gs_i < {0}; ++gs_i) {{\n"
-                "      const A x = gs_r[gs_q * {0} + gs_i];\n      gs_o[gs_i] = {1};\n    }}\n",
-                V, v)
-          : fmt::format(fmt::runtime(group), fmt::arg("V", V));
+                "      const A x = {2};\n      gs_o[gs_i] = {1};\n    }}\n",
+                V, v, held(plan, "gs_q * " + std::to_string(V) + " + gs_i"))
+          : fmt::format(fmt::runtime(group), fmt::arg("V", V),
+                        fmt::arg("x", held(plan, "gs_q * " + std::to_string(V) + " + gs_i")));
   return fmt::format(
       "#pragma unroll\n  for (int gs_q = 0; gs_q < {0}; ++gs_q) {{\n"
       "    const int64_t gs_j0 = {1};\n{2}    {3} gs_o[{4}];\n{5}"
@@ -220,10 +237,10 @@ std::string passes(const RowPlan& plan, const Program& p) {
              "  const bool zero = !(sc > 0 && sc < gridspan::rows::infinity(A()));\n"
              "  const A inv = (A)1 / sc;\n"
              "  const bool fast = sc >= gridspan::rows::normal_min(A());\n" +
-             final_pass(plan, p, "zero ? (int8_t)0 : gridspan::rows::quantize(x, sc, inv, fast)",
-                        true,
-                        "    gridspan::rows::quantize_group<{V}>(gs_r + gs_q * {V}, sc, inv, "
-                        "fast, zero, gs_o);\n") +
+             final_pass(
+                 plan, p, "zero ? (int8_t)0 : gridspan::rows::quantize(x, sc, inv, fast)", true,
+                 "    gridspan::rows::quantize_group<{V}>([&](int gs_i) {{ return {x}; }}, sc, "
+                 "inv, fast, zero, gs_o);\n") +
              fmt::format("  if (threadIdx.x == 0) gridspan::fused::store(gs_s({}), sc);\n",
                          lead_index(plan.rank));
   }
@@ -335,11 +352,9 @@ DataDistribution scale_distribution(const plan::ArrayMeta& out) {
   return dist::custom("quantize scales", [chunks](const Dim&, int) { return chunks; });
 }
 
-// The superblocks (in blocks: one per row) of each output chunk: as many as keep every
-// grid axis within a launch's 65535 blocks. (A longer one runs through an entry that loops
-// over its blocks, where the vector kernels ran at 40% of the memory's bandwidth.)
+// The superblocks (in blocks: one per row) of the output's chunks, one each. (The cuda
+// backend launches one of more than 65535 rows in pieces.)
 std::vector<Superblock> row_superblocks(const plan::ArrayMeta& out) {
-  constexpr int64_t kGrid = 65535;
   const int R = out.shape.rank();
   std::vector<Superblock> sbs;
   for (const plan::ChunkMeta& c : out.chunks) {
@@ -349,16 +364,7 @@ std::vector<Superblock> row_superblocks(const plan::ArrayMeta& out) {
       r.lo[R - 1 - k] = c.owned.lo[k];
       r.hi[R - 1 - k] = c.owned.hi[k];
     }
-    // Cut along axes 1 and 2 (rows; axis 0 is the row's one block) into pieces of kGrid.
-    for (int64_t z = r.lo[2]; z < r.hi[2]; z += kGrid)
-      for (int64_t y = r.lo[1]; y < r.hi[1]; y += kGrid) {
-        Rect piece = r;
-        piece.lo[1] = y;
-        piece.hi[1] = std::min(r.hi[1], y + kGrid);
-        piece.lo[2] = z;
-        piece.hi[2] = std::min(r.hi[2], z + kGrid);
-        sbs.push_back(Superblock{piece, c.device});
-      }
+    sbs.push_back(Superblock{r, c.device});
   }
   return sbs;
 }

@@ -144,7 +144,8 @@ struct KernelSource {
   std::string file;    // the source's file name for messages; empty = "<name>.cu"
   std::vector<ParamInfo> params;
   std::map<std::string, long long> defines;
-  bool checked = false;  // build the checked-mode variant
+  bool checked = false;                 // build the checked-mode variant
+  int max_threads = 0, min_blocks = 0;  // __launch_bounds__ on the GPU's entries (0: none)
 };
 
 /// A compiled wrapper kernel, ready to run superblocks.

@@ -337,7 +337,7 @@ TEST(ArrayRows, MatchTheirDefinitionsOnEveryShapeAndDtype) {
   check_rows<double>(ctx, {20, 301}, 1e-12, 73);
   check_rows<gs::float16>(ctx, {9, 64}, 2.0 / 1024, 74);
   check_rows<gs::bfloat16>(ctx, {9, 64}, 2.0 / 128, 75);
-  // More rows than a launch's grid axis holds (65535): cut into several superblocks.
+  // More rows than a launch's grid axis holds (65535): a GPU launches them in pieces.
   check_rows<float>(ctx, {70000, 16}, 1e-4, 76);
   check_rows<float>(ctx, {2, 66000, 8}, 1e-4, 77);
 }
@@ -501,10 +501,18 @@ void check_quantize_exact(gs::Context& ctx, int64_t rows, int64_t L, uint64_t sa
     T* row = &xv[static_cast<std::size_t>(r * L)];
     for (int64_t j = 0; j < L; ++j) row[j] = m * value(g);
     row[0] = r % 2 ? m : -m;
-    for (int64_t j = 1; j + 2 < L; j += 9) {
-      row[j] = (T(k(g)) + T(0.5)) * sc;
+    // Halves, one ulp beside them, and just inside and outside the distance from a half
+    // where the kernels divide rather than trust the product (2^-14; 2^-40 in double).
+    const T near = std::ldexp(T(1), sizeof(T) == 4 ? -14 : -40);
+    for (int64_t j = 1; j + 6 < L; j += 9) {
+      const T half = T(k(g)) + T(0.5);
+      row[j] = half * sc;
       row[j + 1] = std::nextafter(row[j], T(1000));
       row[j + 2] = std::nextafter(row[j], T(-1000));
+      row[j + 3] = (half - near * T(1.01)) * sc;
+      row[j + 4] = (half - near * T(0.99)) * sc;
+      row[j + 5] = (half + near * T(1.01)) * sc;
+      row[j + 6] = (half + near * T(0.99)) * sc;
     }
   }
   auto [xq, scale] = gs::quantize_symmetric(ctx.from_vector(xv, {rows, L}));
@@ -520,6 +528,25 @@ void check_quantize_exact(gs::Context& ctx, int64_t rows, int64_t L, uint64_t sa
       ASSERT_EQ(q[r * L + j], static_cast<int8_t>(std::round(x / sc)))
           << "row " << r << " element " << j << " x " << x << " scale " << sc;
     }
+  }
+}
+
+// bfloat16 rows quantized as their float32 values divided by a float32 scale.
+void check_quantize_bf16(gs::Context& ctx, int64_t rows, int64_t L, uint64_t salt) {
+  auto g = test::rng(salt);
+  std::uniform_real_distribution<float> value(-3, 3);
+  std::vector<gs::bfloat16> xv(static_cast<std::size_t>(rows * L));
+  for (auto& x : xv) x = gs::bfloat16(value(g));
+  auto [xq, scale] = gs::quantize_symmetric(ctx.from_vector(xv, {rows, L}));
+  const auto q = xq.to_vector();
+  const auto s = scale.to_vector();
+  for (int64_t r = 0; r < rows; ++r) {
+    float m = 0;
+    for (int64_t j = 0; j < L; ++j) m = std::max(m, std::abs(float(xv[r * L + j])));
+    ASSERT_EQ(s[r], m / 127.0f) << r;
+    for (int64_t j = 0; j < L; ++j)
+      ASSERT_EQ(q[r * L + j], static_cast<int8_t>(std::round(float(xv[r * L + j]) / s[r])))
+          << "row " << r << " element " << j;
   }
 }
 
@@ -544,6 +571,7 @@ class RowGpuGeometry : public ::testing::Test {
     check_rows<gs::bfloat16>(ctx, {3, 512}, 2.0 / 128, 86);  // 32 x 16, full
     check_quantize_exact<float>(ctx, 8, 4096, 87);           // 256 x 16, full
     check_quantize_exact<double>(ctx, 6, 1000, 88);          // 64 x 16
+    check_quantize_bf16(ctx, 3, 512, 89);                    // 32 x 16, packed registers
     auto [xq, scale] = gs::quantize_symmetric(ctx.from_vector<float>(
         {-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 127.0f, 1, NAN, 2, 3, 4, 5, 6}, {2, 7}));
     EXPECT_EQ(xq.to_vector(), (std::vector<int8_t>{-3, -2, -1, 1, 2, 3, 127, 0, 0, 0, 0, 0, 0, 0}));
@@ -569,14 +597,16 @@ TEST_F(RowGpuGeometry, BlocksOfManyThreadsMatchTheHost) {
 TEST_F(RowGpuGeometry, VectorsOfSixteenBytesMatchTheHost) {
   gs::Context ctx(test::quiet_config(2));
   everything(ctx);
-  int vectors = 0, quantized = 0;
+  int vectors = 0, quantized = 0, packed = 0;
   for (const auto& def : hooks.generated) {
     vectors += def.source().find("load_vector<8>") != std::string::npos ||
                def.source().find("load_vector<4>") != std::string::npos;
     quantized += def.source().find("quantize_group<4>") != std::string::npos;
+    packed += def.source().find("__nv_bfloat16 gs_r[") != std::string::npos;
   }
   EXPECT_GE(vectors, 6);
   EXPECT_GE(quantized, 1);  // 8 rows of 4096 float32: a vector's elements quantized together
+  EXPECT_GE(packed, 3);     // bfloat16's layer_norm, rms_norm and quantize (not softmax)
 }
 
 #ifdef GRIDSPAN_HAVE_CUDA

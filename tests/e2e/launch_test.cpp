@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "e2e/support.hpp"
+#include "support/errors.hpp"
 
 namespace gridspan::test {
 namespace {
@@ -310,8 +311,9 @@ TEST(Launch, NativeFunctionRunsPerSuperblock) {
 namespace gridspan::test {
 namespace {
 
-// A superblock with more blocks along y than a CUDA grid may have (65535): on a GPU the
-// wrapper loops over them; every element is written once, with its global index.
+// Superblocks with more blocks along y or z than a CUDA grid may have (65535): on a GPU
+// each goes as several launches, the second superblock's pieces starting past the grid's
+// origin; every element is written once, with its global index.
 TEST(Launch, SuperblockLargerThanAHardwareGrid) {
   gs::Context ctx(config(1));
   const char* src = R"(
@@ -319,16 +321,56 @@ __device__ void index2d(dim3 blockIdx, int rows, int cols, gridspan::Matrix<int>
   int j = blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y * blockDim.y + threadIdx.y;
   if (i < rows && j < cols) out(i, j) = i * 4 + j + gridDim.y - gridDim.y;
 }
+__device__ void index3d(dim3 blockIdx, int planes, int rows, gridspan::Tensor<int> out) {
+  int j = blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y, p = blockIdx.z;
+  if (p < planes && i < rows && j < 2) out(p, i, j) = (p * 3 + i) * 2 + j;
+}
 )";
   auto k = ctx.compile(
       gs::KernelDef::from_source(src, "index2d").annotate("global [j, i] => write out[i, j]"));
   const int rows = 70001, cols = 3;
   auto out = ctx.full<int>({rows, cols}, poison<int>(), gs::dist::rows(rows));
-  k.launch({cols, rows}, {4, 1}, gs::work::tiles({4, rows}), rows, cols, out);
+  k.launch({cols, rows}, {4, 1}, gs::work::tiles({4, 66000}), rows, cols, out);
   auto r = out.to_vector();
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < cols; ++j)
       ASSERT_EQ(r[std::size_t(i) * cols + j], i * 4 + j) << i << "," << j;
+  auto k3 = ctx.compile(gs::KernelDef::from_source(src, "index3d")
+                            .annotate("global [j, i, p] => write out[p, i, j]"));
+  const int planes = 66000;
+  auto out3 = ctx.full<int>({planes, 3, 2}, poison<int>(), gs::dist::rows(planes));
+  k3.launch({2, 3, planes}, {2, 1, 1}, gs::work::tiles({2, 3, 65600}), planes, 3, out3);
+  auto r3 = out3.to_vector();
+  for (int p = 0; p < planes; ++p)
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 2; ++j)
+        ASSERT_EQ(r3[(std::size_t(p) * 3 + i) * 2 + j], (p * 3 + i) * 2 + j) << p << "," << i;
+}
+
+// launch_bounds: the kernel's blocks are bounded on every backend (on a GPU its entries
+// carry CUDA's __launch_bounds__), and bad bounds are errors that say which.
+TEST(Launch, LaunchBoundsLimitTheBlock) {
+  gs::Context ctx(config(2));
+  const char* src = R"(
+__device__ void twice(dim3 blockIdx, int n, gridspan::Vector<int> out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out(i) = 2 * i;
+}
+)";
+  auto def = [&] {
+    return gs::KernelDef::from_source(src, "twice").annotate("global [i] => write out[i]");
+  };
+  expect_error([&] { def().launch_bounds(0); }, "launch_bounds(0, 0) needs 1 to 1024 threads");
+  expect_error([&] { def().launch_bounds(2048, 1); }, "launch_bounds(2048, 1)");
+  expect_error([&] { def().launch_bounds(128, -1); }, "a block count of at least 0");
+  auto k = ctx.compile(def().launch_bounds(128, 4));
+  const int n = 1000;
+  auto out = ctx.full<int>({n}, poison<int>(), gs::dist::rows(256));
+  k.launch({n}, {128}, gs::work::tiles({256}), n, out);
+  auto r = out.to_vector();
+  for (int i = 0; i < n; ++i) ASSERT_EQ(r[i], 2 * i) << i;
+  expect_error([&] { k.launch({n}, {256}, gs::work::tiles({256}), n, out); },
+               "has 256 threads; at most 128 (its launch_bounds)");
 }
 
 // Twenty superblocks of a 2-D launch on each device: on a GPU they go as parts of a few

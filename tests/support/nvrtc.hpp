@@ -24,6 +24,8 @@ inline void expect_compile_for_sm90(const std::vector<KernelDef>& defs) {
     k.name = def.function();
     k.source = def.source();
     k.params = annotation::parse_signature(k.source, k.name);
+    k.max_threads = def.max_threads();
+    k.min_blocks = def.min_blocks();
     try {
       const std::string image = backend::cuda::compile_cubin(k, 90, cache);
       EXPECT_TRUE(image.size() > 64 && image.compare(0, 4,

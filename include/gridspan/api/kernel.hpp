@@ -37,6 +37,11 @@ class KernelDef {
   KernelDef& define(std::string name, long long value);
   /// Checks every access against the declared regions (also GRIDSPAN_CHECK=1).
   KernelDef& checked(bool on = true);
+  /// CUDA's `__launch_bounds__(max_threads, min_blocks)` on the kernel's GPU entries: blocks
+  /// of at most `max_threads` threads (1 to 1024), compiled to use few enough registers for
+  /// `min_blocks` of them on a multiprocessor (0: no such bound). A launch with a larger
+  /// block is a LaunchError on every backend.
+  KernelDef& launch_bounds(int max_threads, int min_blocks = 0);
 
   const std::string& source() const { return source_; }
   const std::string& function() const { return function_; }
@@ -44,12 +49,15 @@ class KernelDef {
   const std::vector<std::string>& annotations() const { return annotations_; }
   const std::map<std::string, long long>& defines() const { return defines_; }
   bool is_checked() const { return checked_; }
+  int max_threads() const { return max_threads_; }  // 0: not bounded
+  int min_blocks() const { return min_blocks_; }
 
  private:
   std::string source_, function_, file_;
   std::vector<std::string> annotations_;
   std::map<std::string, long long> defines_;
   bool checked_ = false;
+  int max_threads_ = 0, min_blocks_ = 0;
 };
 
 /// What a native function is told about the superblock it runs.

@@ -107,7 +107,6 @@ typedef struct GsBox {
 } GsBox;
 
 #define GRIDSPAN_CUDA_ENTRY_NAME "gridspan_entry_v1"
-#define GRIDSPAN_CUDA_LOOP_ENTRY_NAME "gridspan_entry_loop_v1"
 /* A superblock that starts at block (0, 0, 0) and fits one grid: the kernel gets blockIdx as
  * it is (no offset to add), as a plain CUDA launch of the whole grid would. */
 #define GRIDSPAN_CUDA_ORIGIN_ENTRY_NAME "gridspan_entry_origin_v1"

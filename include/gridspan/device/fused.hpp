@@ -45,16 +45,29 @@ template <class T, int V>
 struct alignas(sizeof(T) * V) Pack {
   T v[V];
 };
+/// The V elements of T at p (aligned to V of them) in one load.
+template <int V, class T>
+GRIDSPAN_HD Pack<T, V> read_pack(const T* p) {
+#ifdef __CUDA_ARCH__
+  return *reinterpret_cast<const Pack<T, V>*>(p);
+#else
+  Pack<T, V> pack;
+  memcpy(&pack, p, sizeof pack);
+  return pack;
+#endif
+}
 /// The V elements of T at p (aligned to V of them) into r, loaded as above.
 template <int V, class A, class T>
 GRIDSPAN_HD void load_vector(const T* p, A* r) {
-  Pack<T, V> pack;
-#ifdef __CUDA_ARCH__
-  pack = *reinterpret_cast<const Pack<T, V>*>(p);
-#else
-  memcpy(&pack, p, sizeof pack);
-#endif
+  const Pack<T, V> pack = read_pack<V>(p);
   for (int i = 0; i < V; ++i) r[i] = static_cast<A>(load(pack.v[i]));
+}
+/// The same into registers of T itself: the elements as they are (a 16-bit float stays
+/// 16 bits, two to a register).
+template <int V, class T>
+GRIDSPAN_HD void load_vector(const T* p, T* r) {
+  const Pack<T, V> pack = read_pack<V>(p);
+  for (int i = 0; i < V; ++i) r[i] = pack.v[i];
 }
 /// r[0..V) stored as above into the V elements of T at p (aligned to V of them).
 template <int V, class T, class A>

@@ -88,43 +88,61 @@ GRIDSPAN_HD double normal_min(double) {
 }
 
 /// quantize_symmetric's element: x / scale rounded half away from zero, as an int8, for a
-/// finite scale > 0 and |x| <= 127 scale; `inv` is 1 / scale. The product x * inv is within
-/// 2e-5 of the quotient (float; 5e-14 in double) when the scale is normal (`fast`), so
-/// rounding the product to the nearest integer gives the quotient's answer except near a
-/// half, where it divides instead: the answers of dividing each element, bit for bit,
-/// without the division's many instructions.
+/// finite scale > 0 and |x| <= 127 scale; `inv` is 1 / scale. When the scale is normal
+/// (`fast`), the product x * inv and the rounded quotient both lie within 127 * 2^-23 of
+/// x / scale (two roundings of 2^-24 each; 127 * 2^-52 in double), 2.3e-5 apart at most, so
+/// rounding the product to the nearest integer gives the quotient's answer except within
+/// 2^-14 (6.1e-5; 2^-40 in double) of a half, where it divides instead: the answers of
+/// dividing each element, bit for bit, without the division's many instructions.
 template <class A>
 GRIDSPAN_HD A near_half() {
-  return sizeof(A) == 4 ? A(0.5 - 1.0 / 4096) : A(0.5 - 1.0 / 1099511627776.0);
+  return sizeof(A) == 4 ? A(0.5 - 1.0 / 16384) : A(0.5 - 1.0 / 1099511627776.0);
+}
+/// 1.5 * 2^(the mantissa's bits): q + this, for |q| < 2^22, is q rounded to an integer k and
+/// stored as this + k, so the low byte of its bits is k as an int8: the rounding and the
+/// conversion in one addition (a GPU converts four times slower than it adds).
+template <class A>
+GRIDSPAN_HD A integer_shift() {
+  return sizeof(A) == 4 ? A(12582912.0) : A(6755399441055744.0);
+}
+/// Sets `t` to x * inv + integer_shift() and says whether its integer is the quotient's
+/// (when the scale is normal).
+template <class A>
+GRIDSPAN_HD bool product_rounds(A x, A inv, A& t) {
+  const A q = x * inv;
+  t = q + integer_shift<A>();
+  return ew::abs(q - (t - integer_shift<A>())) < near_half<A>();
+}
+template <class A>
+GRIDSPAN_HD signed char low_byte(A t) {
+  return static_cast<signed char>(abs_bits(t) & 0xff);  // t > 0: its bits as they are
 }
 template <class A>
 GRIDSPAN_HD signed char quantize(A x, A scale, A inv, bool fast) {
-  const A q = x * inv, r = ew::rint(q);
-  const A k = fast && ew::abs(q - r) < near_half<A>() ? r : ew::round(x / scale);
-  return static_cast<signed char>(static_cast<int>(k));
+  A t;
+  if (product_rounds(x, inv, t) && fast) return low_byte(t);
+  return static_cast<signed char>(static_cast<int>(ew::round(x / scale)));
 }
-/// quantize over a thread's V neighbouring elements: the products rounded, and only where
-/// one of them lies near a half the V elements through quantize (one branch for the
-/// vector, not one an element); zeros for a `zero` row (scale zero, infinite or NaN).
-template <int V, class A>
-GRIDSPAN_HD void quantize_group(const A* x, A scale, A inv, bool fast, bool zero,
+/// quantize over a thread's V neighbouring elements, x(i) the i-th: the products rounded,
+/// and only where one of them lies near a half the V elements through quantize (one branch
+/// for the vector, not one an element); zeros for a `zero` row (scale zero, infinite or
+/// NaN). The products are formed again for the stores rather than kept, which keeps fewer
+/// registers live.
+template <int V, class X, class A>
+GRIDSPAN_HD void quantize_group(const X& x, A scale, A inv, bool fast, bool zero,
                                 signed char* out) {
   if (zero) {
     for (int i = 0; i < V; ++i) out[i] = 0;
     return;
   }
-  A k[V];
-  bool divide = !fast;
-  for (int i = 0; i < V; ++i) {
-    const A q = x[i] * inv;
-    k[i] = ew::rint(q);
-    divide |= !(ew::abs(q - k[i]) < near_half<A>());
-  }
-  if (divide) {
-    for (int i = 0; i < V; ++i) out[i] = quantize(x[i], scale, inv, fast);
+  bool rounds = fast;
+  A t;
+  for (int i = 0; i < V; ++i) rounds &= product_rounds(x(i), inv, t);
+  if (rounds) {
+    for (int i = 0; i < V; ++i) product_rounds(x(i), inv, t), out[i] = low_byte(t);
     return;
   }
-  for (int i = 0; i < V; ++i) out[i] = static_cast<signed char>(static_cast<int>(k[i]));
+  for (int i = 0; i < V; ++i) out[i] = quantize(x(i), scale, inv, fast);
 }
 
 #ifdef __CUDACC__

@@ -25,7 +25,6 @@ class CudaKernel final : public CompiledKernel {
       : api_(api), name_(k.name), parts_(parts_capacity(k.params)), devices_(std::move(devices)) {
     modules_.resize(devices_.size());
     functions_.resize(devices_.size());
-    loop_functions_.resize(devices_.size());
     origin_functions_.resize(devices_.size());
     parts_functions_.resize(devices_.size());
     max_threads_.resize(devices_.size());
@@ -43,32 +42,29 @@ class CudaKernel final : public CompiledKernel {
     dev.bind();
     modules_[d] = Module(api_, cubin, fmt::format("kernel `{}`", name_), dev.name());
     functions_[d] = modules_[d].function(GRIDSPAN_CUDA_ENTRY_NAME, dev.name());
-    loop_functions_[d] = modules_[d].function(GRIDSPAN_CUDA_LOOP_ENTRY_NAME, dev.name());
     origin_functions_[d] = modules_[d].function(GRIDSPAN_CUDA_ORIGIN_ENTRY_NAME, dev.name());
-    int a = 0, b = 0, c = 1 << 30, o = 0;
+    int a = 0, c = 1 << 30, o = 0;
     api_.cuFuncGetAttribute(&a, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, functions_[d]);
-    api_.cuFuncGetAttribute(&b, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, loop_functions_[d]);
     api_.cuFuncGetAttribute(&o, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, origin_functions_[d]);
     if (parts_ > 1) {
       parts_functions_[d] = modules_[d].function(GRIDSPAN_CUDA_PARTS_ENTRY_NAME, dev.name());
       api_.cuFuncGetAttribute(&c, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, parts_functions_[d]);
     }
-    max_threads_[d] = std::min({a, b, c, o});
+    max_threads_[d] = std::min({a, c, o});
   }
 
+  // One superblock; one with more blocks along an axis than a grid may have (2^31 - 1 on
+  // x, 65535 on y and z) goes as several launches of at most that many, each through the
+  // plain entry with its own origin.
   void run(const GsLaunch& launch, Device& device) const override {
     auto& dev = static_cast<CudaDevice&>(device);
     const std::size_t d = static_cast<std::size_t>(dev.index());
-    GsCudaHeader h = header_of(launch);
-    unsigned grid[3], block[3];
-    bool loop = false;
-    for (int ax = 0; ax < 3; ++ax) {
-      if (h.blocks[ax] <= 0) return;  // an empty superblock
-      const int64_t limit = ax == 0 ? 0x7FFFFFFF : 65535;
-      grid[ax] = static_cast<unsigned>(std::min<int64_t>(h.blocks[ax], limit));
-      loop = loop || h.blocks[ax] > limit;
-    }
+    const GsCudaHeader whole = header_of(launch);
+    for (int ax = 0; ax < 3; ++ax)
+      if (whole.blocks[ax] <= 0) return;  // an empty superblock
+    unsigned block[3];
     check_block(launch, dev, block);
+    GsCudaHeader h = whole;  // each piece's, in turn
     void* small[17];
     std::vector<void*> heap;
     void** params = small;
@@ -82,11 +78,20 @@ class CudaKernel final : public CompiledKernel {
     label.kernel = &name_;
     for (int ax = 0; ax < 3; ++ax)
       label.lo[ax] = launch.block_lo[ax], label.hi[ax] = launch.block_hi[ax];
-    const bool origin = h.block_lo[0] == 0 && h.block_lo[1] == 0 && h.block_lo[2] == 0;
-    dev.launch(loop     ? loop_functions_[d]
-               : origin ? origin_functions_[d]
-                        : functions_[d],
-               grid, block, params, label);
+    constexpr int64_t limit[3] = {0x7FFFFFFF, 65535, 65535};
+    int64_t at[3];
+    for (at[2] = 0; at[2] < whole.blocks[2]; at[2] += limit[2])
+      for (at[1] = 0; at[1] < whole.blocks[1]; at[1] += limit[1])
+        for (at[0] = 0; at[0] < whole.blocks[0]; at[0] += limit[0]) {
+          unsigned grid[3];
+          for (int ax = 0; ax < 3; ++ax) {
+            h.block_lo[ax] = whole.block_lo[ax] + at[ax];
+            h.blocks[ax] = std::min(limit[ax], whole.blocks[ax] - at[ax]);
+            grid[ax] = static_cast<unsigned>(h.blocks[ax]);
+          }
+          const bool origin = h.block_lo[0] == 0 && h.block_lo[1] == 0 && h.block_lo[2] == 0;
+          dev.launch(origin ? origin_functions_[d] : functions_[d], grid, block, params, label);
+        }
   }
 
   // Superblocks of one launch as parts of one kernel launch, as many at a time as the
@@ -125,7 +130,8 @@ class CudaKernel final : public CompiledKernel {
     if (threads > max)
       throw LaunchError(fmt::format(
           "kernel `{}`: a block of {} threads is more than this kernel can run on {} ({} "
-          "threads per block, limited by its registers); launch smaller blocks",
+          "threads per block, limited by its registers or its launch_bounds); launch smaller "
+          "blocks",
           name_, threads, dev.name(), max));
   }
 
@@ -193,7 +199,7 @@ class CudaKernel final : public CompiledKernel {
   int parts_;  // superblocks the parts entry takes (0: none)
   std::vector<CudaDevice*> devices_;
   std::vector<Module> modules_;
-  std::vector<CUfunction> functions_, loop_functions_, origin_functions_, parts_functions_;
+  std::vector<CUfunction> functions_, origin_functions_, parts_functions_;
   std::vector<int> max_threads_;
 };
 

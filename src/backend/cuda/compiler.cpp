@@ -175,6 +175,16 @@ std::string grid_prologue(bool grid, const std::string& header) {
       header);
 }
 
+// An entry's first line, with the kernel's __launch_bounds__ where it has them.
+std::string entry_head(const KernelSource& k, const char* name, const std::string& params) {
+  std::string bounds;
+  if (k.max_threads > 0 && k.min_blocks > 0)
+    bounds = fmt::format("__launch_bounds__({}, {}) ", k.max_threads, k.min_blocks);
+  else if (k.max_threads > 0)
+    bounds = fmt::format("__launch_bounds__({}) ", k.max_threads);
+  return fmt::format("extern \"C\" __global__ void {}{}({}) {{\n", bounds, name, params);
+}
+
 // The user's function called as block (gs_x, gs_y, gs_z) of the superblock gs_h.
 std::string block_call(const std::string& name, const std::string& call) {
   return fmt::format(
@@ -211,7 +221,7 @@ std::string parts_entry(const KernelSource& k, const std::string& prologue,
       "struct gs_part {{ GsCudaHeader h; GsArrayArg a[{0}]; }};\n"
       "struct gs_parts {{ long long first[{1} + 1]; gs_part p[{1}]; }};\n",
       arrays, parts);
-  s += "extern \"C\" __global__ void " GRIDSPAN_CUDA_PARTS_ENTRY_NAME "(" + params + ") {\n";
+  s += entry_head(k, GRIDSPAN_CUDA_PARTS_ENTRY_NAME, params);
   s += prologue;
   s += "  int gs_k = 0;\n"
        "  while (gs_k + 1 < gs_n && blockIdx.z >= gs_t.first[gs_k + 1]) ++gs_k;\n"
@@ -267,25 +277,19 @@ std::string generate_wrapper(const KernelSource& k) {
     call += fmt::format(", gs_{}{}", p.is_array ? "v" : "p", i);
   }
   const std::string prologue = grid_prologue(grid, "gs_h");
-  // Entries of one block per superblock block (the usual case): for any superblock, and for
-  // one at the grid's origin, whose block indices need no offset (an add per axis is 3% of
-  // HotSpot's instructions). Then one that loops when the superblock has more blocks than a
-  // grid may, and the parts entry.
-  s += "extern \"C\" __global__ void " GRIDSPAN_CUDA_ENTRY_NAME "(" + params + ") {\n";
+  // Entries of one block per superblock block: for any superblock, and for one at the
+  // grid's origin, whose block indices need no offset (an add per axis is 3% of HotSpot's
+  // instructions). Then the parts entry. (A superblock with more blocks than a grid may
+  // have is launched in pieces, backend.cpp.)
+  s += entry_head(k, GRIDSPAN_CUDA_ENTRY_NAME, params);
   s += prologue + views;
   s += fmt::format(
       "  {}(dim3(unsigned(gs_h.block_lo[0] + blockIdx.x), unsigned(gs_h.block_lo[1] + "
       "blockIdx.y), unsigned(gs_h.block_lo[2] + blockIdx.z)){});\n}}\n",
       k.name, call);
-  s += "extern \"C\" __global__ void " GRIDSPAN_CUDA_ORIGIN_ENTRY_NAME "(" + params + ") {\n";
+  s += entry_head(k, GRIDSPAN_CUDA_ORIGIN_ENTRY_NAME, params);
   s += prologue + views;
   s += fmt::format("  {}(dim3(blockIdx.x, blockIdx.y, blockIdx.z){});\n}}\n", k.name, call);
-  s += "extern \"C\" __global__ void " GRIDSPAN_CUDA_LOOP_ENTRY_NAME "(" + params + ") {\n";
-  s += prologue + views;
-  s += "  for (long long gs_z = blockIdx.z; gs_z < gs_h.blocks[2]; gs_z += gridDim.z)\n"
-       "    for (long long gs_y = blockIdx.y; gs_y < gs_h.blocks[1]; gs_y += gridDim.y)\n"
-       "      for (long long gs_x = blockIdx.x; gs_x < gs_h.blocks[0]; gs_x += gridDim.x)\n";
-  s += "        " + block_call(k.name, call) + ", __syncthreads();\n}\n";
   return s + parts_entry(k, grid_prologue(grid, "gs_t.p[0].h"), call);
 }
 
