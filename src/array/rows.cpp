@@ -352,23 +352,6 @@ DataDistribution scale_distribution(const plan::ArrayMeta& out) {
   return dist::custom("quantize scales", [chunks](const Dim&, int) { return chunks; });
 }
 
-// The superblocks (in blocks: one per row) of the output's chunks, one each. (The cuda
-// backend launches one of more than 65535 rows in pieces.)
-std::vector<Superblock> row_superblocks(const plan::ArrayMeta& out) {
-  const int R = out.shape.rank();
-  std::vector<Superblock> sbs;
-  for (const plan::ChunkMeta& c : out.chunks) {
-    if (c.owned.empty()) continue;
-    Rect r(R, {0, 0, 0}, {1, 1, 1});
-    for (int k = 0; k < R - 1; ++k) {
-      r.lo[R - 1 - k] = c.owned.lo[k];
-      r.hi[R - 1 - k] = c.owned.hi[k];
-    }
-    sbs.push_back(Superblock{r, c.device});
-  }
-  return sbs;
-}
-
 struct RowArrays {
   std::shared_ptr<ArrayHandle> out, scale, gamma, beta;
 };
@@ -418,7 +401,12 @@ void launch_rows(const std::shared_ptr<runtime::Driver>& driver, RowPlan plan, c
   threads[R - 1] = plan.threads;
   std::array<int64_t, 3> t3{threads.get(0), threads.get(1), threads.get(2)}, block{1, 1, 1};
   block[R - 1] = plan.threads;
-  auto sbs = row_superblocks(*a.out->storage->meta);
+  // One superblock per output chunk, a block per row (a row is one block along the last
+  // axis); the cuda backend launches one of more than 65535 rows in pieces.
+  std::array<int64_t, kMaxRank> row_block;
+  row_block.fill(1);
+  row_block[R - 1] = plan.length;
+  auto sbs = chunk_superblocks(*a.out->storage->meta, row_block);
   kernel.launch_packed(
       thread_dim(threads, t3), thread_dim(threads, block),
       work::custom(kind_name(plan.kind), [sbs](const Dim&, const Dim&, int) { return sbs; }),

@@ -177,11 +177,10 @@ std::string grid_prologue(bool grid, const std::string& header) {
 
 // An entry's first line, with the kernel's __launch_bounds__ where it has them.
 std::string entry_head(const KernelSource& k, const char* name, const std::string& params) {
-  std::string bounds;
-  if (k.max_threads > 0 && k.min_blocks > 0)
-    bounds = fmt::format("__launch_bounds__({}, {}) ", k.max_threads, k.min_blocks);
-  else if (k.max_threads > 0)
-    bounds = fmt::format("__launch_bounds__({}) ", k.max_threads);
+  const std::string bounds =
+      k.max_threads == 0  ? ""
+      : k.min_blocks == 0 ? fmt::format("__launch_bounds__({}) ", k.max_threads)
+                          : fmt::format("__launch_bounds__({}, {}) ", k.max_threads, k.min_blocks);
   return fmt::format("extern \"C\" __global__ void {}{}({}) {{\n", bounds, name, params);
 }
 
