@@ -566,12 +566,14 @@ class RowGpuGeometry : public ::testing::Test {
     check_rows<float>(ctx, {6, 100}, 1e-4, 80);       // 32 threads, 4 elements each in registers
     check_rows<double>(ctx, {3, 5000}, 1e-12, 81);    // 512 threads, 10 each
     check_rows<float>(ctx, {2, 3, 20000}, 1e-4, 82);  // 1024 threads, read in each pass
-    check_rows<gs::bfloat16>(ctx, {700}, 2.0 / 128, 83);     // 64 threads, 11 each
-    check_rows<float>(ctx, {5, 256}, 1e-4, 85);              // 32 x 8: full rows, no guards
-    check_rows<gs::bfloat16>(ctx, {3, 512}, 2.0 / 128, 86);  // 32 x 16, full
-    check_quantize_exact<float>(ctx, 8, 4096, 87);           // 256 x 16, full
-    check_quantize_exact<double>(ctx, 6, 1000, 88);          // 64 x 16
-    check_quantize_bf16(ctx, 3, 512, 89);                    // 32 x 16, packed registers
+    check_rows<gs::bfloat16>(ctx, {700}, 2.0 / 128, 83);      // 64 threads, 11 each
+    check_rows<float>(ctx, {5, 256}, 1e-4, 85);               // 32 x 8: full rows, no guards
+    check_rows<gs::bfloat16>(ctx, {3, 512}, 2.0 / 128, 86);   // 32 x 16, full
+    check_quantize_exact<float>(ctx, 8, 4096, 87);            // 256 x 16, full
+    check_quantize_exact<double>(ctx, 6, 1000, 88);           // 64 x 16
+    check_quantize_bf16(ctx, 3, 512, 89);                     // 32 x 16, packed registers
+    check_quantize_bf16(ctx, 3, 2048, 90);                    // 64 x 32, packed registers
+    check_rows<gs::bfloat16>(ctx, {2, 1024}, 2.0 / 128, 91);  // 32 x 32: norms packed
     auto [xq, scale] = gs::quantize_symmetric(ctx.from_vector<float>(
         {-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 127.0f, 1, NAN, 2, 3, 4, 5, 6}, {2, 7}));
     EXPECT_EQ(xq.to_vector(), (std::vector<int8_t>{-3, -2, -1, 1, 2, 3, 127, 0, 0, 0, 0, 0, 0, 0}));
@@ -597,8 +599,9 @@ TEST_F(RowGpuGeometry, BlocksOfManyThreadsMatchTheHost) {
 TEST_F(RowGpuGeometry, VectorsOfSixteenBytesMatchTheHost) {
   gs::Context ctx(test::quiet_config(2));
   everything(ctx);
-  int vectors = 0, quantized = 0, packed = 0;
+  int vectors = 0, quantized = 0, packed = 0, packed32 = 0;
   for (const auto& def : hooks.generated) {
+    packed32 += def.source().find("__nv_bfloat16 gs_r[32]") != std::string::npos;
     vectors += def.source().find("load_vector<8>") != std::string::npos ||
                def.source().find("load_vector<4>") != std::string::npos;
     quantized += def.source().find("quantize_group<4>") != std::string::npos;
@@ -607,6 +610,7 @@ TEST_F(RowGpuGeometry, VectorsOfSixteenBytesMatchTheHost) {
   EXPECT_GE(vectors, 6);
   EXPECT_GE(quantized, 1);  // 8 rows of 4096 float32: a vector's elements quantized together
   EXPECT_GE(packed, 3);     // bfloat16's layer_norm, rms_norm and quantize (not softmax)
+  EXPECT_GE(packed32, 3);   // 32 a thread: rows of 1024 and quantize's of 2048
 }
 
 #ifdef GRIDSPAN_HAVE_CUDA
