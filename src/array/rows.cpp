@@ -378,7 +378,7 @@ int64_t choose_vector(const RowPlan& plan, const Program& p) {
 // A packed row holds two elements a register, so a thread keeps up to 32 of them (half the
 // threads 16 would take): the per-thread set-up and the block's reduction are shared by
 // twice the elements. bfloat16 quantize went from 63-66% of torch's copy to 73-80%, and
-// layer_norm gained 5% (docs/PERFORMANCE.md, twenty-first session).
+// layer_norm gained 6% (docs/PERFORMANCE.md, twenty-first session).
 void widen_packed(RowPlan& plan, const Program& p) {
   if (!packed(plan)) return;
   RowPlan wide = plan;
