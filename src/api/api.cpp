@@ -369,40 +369,9 @@ const std::shared_ptr<runtime::Driver>& context_driver(const Context& ctx) {
 }  // namespace detail
 
 namespace detail {
-namespace {
-// The rows a block of 256 threads covers when it takes the last axis first (in powers of
-// two up to each axis's extent), as the array library's kernels do.
-int64_t block_rows(const Dim& shape) {
-  int64_t left = 256;
-  for (int k = shape.rank() - 1; k > 0; --k) {
-    int64_t e = 1;
-    while (e < shape[k] && e < left) e *= 2;
-    left /= e;
-  }
-  return left;
-}
-}  // namespace
-
 DataDistribution default_distribution(const std::shared_ptr<runtime::Driver>& driver, DType dtype,
                                       const Dim& shape) {
-  if (shape.rank() == 0) return dist::centralized(0);
-  const int64_t row_multiple = block_rows(shape);
-  const int64_t rows = shape[0];
-  const int64_t row_bytes = std::max<int64_t>(
-      1, shape.volume() / std::max<int64_t>(rows, 1) * static_cast<int64_t>(dtype_size(dtype)));
-  // Per-task overhead is a few microseconds on a GPU (which moves 256 MiB in ~0.1 ms) and
-  // tens of microseconds on a cpu device (~8 MiB a millisecond).
-  const int64_t floor = driver->backend_name() == "cuda" ? int64_t(256) << 20 : int64_t(8) << 20;
-  std::size_t budget = SIZE_MAX;
-  for (const RankInfo& r : driver->ranks())
-    for (std::size_t b : r.device_memory) budget = std::min(budget, b);
-  const int64_t cap = std::max<int64_t>(row_bytes, static_cast<int64_t>(budget / 4));
-  const int64_t total = rows * row_bytes;
-  int64_t chunks = std::clamp<int64_t>((total + floor - 1) / floor, 1, driver->device_count());
-  chunks = std::max(chunks, (total + cap - 1) / cap);
-  int64_t per = (rows + chunks - 1) / chunks;
-  per = (per + row_multiple - 1) / row_multiple * row_multiple;
-  return dist::rows(std::max<int64_t>(per, 1));
+  return driver->granularity().distribution(dtype, shape);
 }
 }  // namespace detail
 
@@ -479,6 +448,9 @@ std::string Context::backend_name() const {
 }
 std::vector<MemoryStats> Context::memory_stats() const {
   return driver_->memory_stats();
+}
+std::vector<KernelCost> Context::kernel_costs() const {
+  return driver_->costs().report();
 }
 void Context::free_all_blocks() {
   if (auto library = driver_->library_state()) {
@@ -593,7 +565,10 @@ Event Kernel::launch_packed(const Dim& threads, const Dim& block, const WorkDist
   }
   spec.scalars = state_->scalars_like(blob);
   spec.scalar_offsets = state_->scalar_offsets;
-  work.superblocks(threads, block, driver_ptr()->device_count(), spec.superblocks);
+  if (work.is_automatic())
+    driver_ptr()->granularity().superblocks(spec);
+  else
+    work.superblocks(threads, block, driver_ptr()->device_count(), spec.superblocks);
   return Event(state_->driver, state_->driver->launch(spec));
 }
 

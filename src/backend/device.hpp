@@ -111,6 +111,14 @@ class Device {
   /// Inside submitted work: waits until what the work queued so far has finished, and throws
   /// what the device reported (a kernel fault).
   virtual void synchronize() = 0;
+  /// Inside submitted work, on an asynchronous device: the device's time for what the work
+  /// queues from this call to its end is passed to `report` (seconds) once the work has
+  /// finished, before its `done`, unless it failed. At most once per work. False when the
+  /// device cannot (a synchronous device's caller times the work itself).
+  virtual bool time_work(std::function<void(double)> report) {
+    (void)report;
+    return false;
+  }
   /// Inside submitted work: the stream it queues on (a CUstream), for native functions that
   /// launch their own GPU work; null on the cpu backend.
   virtual void* stream() const = 0;

@@ -91,16 +91,22 @@ void copy_region(void* dst, const Rect& dst_rect, const void* src, const Rect& s
 void fill_region(void* dst, const Rect& dst_rect, const Rect& region, const void* value,
                  std::size_t elem_size) {
   auto* d = static_cast<unsigned char*>(dst);
+  const auto* v = static_cast<const unsigned char*>(value);
+  const bool one_byte = std::all_of(v, v + elem_size, [&](unsigned char b) { return b == v[0]; });
   for_each_run(dst_rect, dst_rect, region, [&](int64_t off, int64_t, int64_t n) {
     unsigned char* p = d + off * elem_size;
-    bool zero = true;
-    for (std::size_t b = 0; b < elem_size; ++b)
-      zero = zero && !static_cast<const unsigned char*>(value)[b];
-    if (zero) {
-      std::memset(p, 0, n * elem_size);
+    const std::size_t total = std::size_t(n) * elem_size;
+    if (one_byte || total == 0) {
+      std::memset(p, v[0], total);
       return;
     }
-    for (int64_t i = 0; i < n; ++i) std::memcpy(p + i * elem_size, value, elem_size);
+    // One element, then copies of what is filled so far: twice as much at each step.
+    std::memcpy(p, v, elem_size);
+    for (std::size_t done = elem_size; done < total;) {
+      const std::size_t more = std::min(done, total - done);
+      std::memcpy(p + done, p, more);
+      done += more;
+    }
   });
 }
 

@@ -62,6 +62,14 @@ const std::vector<Setting> kSettings = {
      "superblocks of one launch with at most this many blocks go to a GPU as parts of one "
      "kernel launch; 0: never",
      "2048", 0, 2147483647},
+    {"GRIDSPAN_TASK_OVERHEAD_US", K::count, &C::task_overhead_us,
+     "the host's time per task that automatic granularity works from, in microseconds; 0: "
+     "measured when first needed",
+     "measured", 0, 1000000},
+    {"GRIDSPAN_DEVICE_BANDWIDTH", K::size, &C::device_bandwidth,
+     "the bytes a second a device moves that automatic granularity works from (`3000GiB`); "
+     "0: measured when first needed",
+     "measured"},
     {"GRIDSPAN_COMPLETION_POLL_US", K::count, &C::completion_poll_us,
      "a GPU's completion threads look for finished work every N microseconds and sleep "
      "between (in the driver, spinning, while a host thread waits); 0: always in the driver",

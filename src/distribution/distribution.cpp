@@ -191,6 +191,16 @@ DataDistribution custom(std::string name, DataDistribution::Fn fn) {
   return DataDistribution("custom(" + name + ")", std::move(fn));
 }
 
+DataDistribution automatic() {
+  DataDistribution d("automatic", [](const Dim&, int) -> std::vector<ChunkSpec> {
+    throw ConfigError(
+        "dist::automatic() is chosen by the Context that creates the array (from its devices "
+        "and measurements); ask the Context for the array, not the distribution for chunks");
+  });
+  d.automatic_ = true;
+  return d;
+}
+
 }  // namespace dist
 
 WorkDistribution::WorkDistribution(std::string name, Fn fn)
@@ -346,6 +356,16 @@ WorkDistribution like_chunks(std::vector<ChunkSpec> chunks, std::string array_na
 
 WorkDistribution custom(std::string name, WorkDistribution::Fn fn) {
   return WorkDistribution("custom(" + name + ")", std::move(fn));
+}
+
+WorkDistribution automatic() {
+  WorkDistribution w("automatic", [](const Dim&, const Dim&, int) -> std::vector<Superblock> {
+    throw LaunchError(
+        "work::automatic() is chosen by Kernel::launch (from the launch's arrays and the "
+        "kernel's measured costs); pass it to a launch, not asked for superblocks alone");
+  });
+  w.automatic_ = true;
+  return w;
 }
 
 }  // namespace work

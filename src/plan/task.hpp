@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -210,6 +211,8 @@ class Executable {
   virtual void run_batch(const ExecFrame* frames, std::size_t n) const {
     for (std::size_t k = 0; k < n; ++k) run(frames[k]);
   }
+  /// Runs so far, counted by the cost model to choose which to time (runtime/cost.hpp).
+  mutable std::atomic<uint32_t> runs{0};
 };
 
 /// The tasks one call produced, and the barrier that completes when all of them have.

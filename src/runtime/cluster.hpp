@@ -61,6 +61,8 @@ class Cluster final : public Runner {
   std::vector<MemoryStats> memory_stats() override { return gather_stats(false); }
   void free_all_blocks() override { gather_stats(true); }
   WorkerStats worker_stats() const override { return local_->worker_stats(); }
+  CostModel& costs() override { return local_->costs(); }
+  Observer* observer() const override { return local_->observer(); }
 
  private:
   // Every rank's memory figures, after their pools gave their free blocks back if asked.

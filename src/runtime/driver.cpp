@@ -107,13 +107,21 @@ std::shared_ptr<plan::ArrayMeta> Driver::create_array(DType dtype, const Dim& sh
   meta->dtype = dtype;
   meta->elem_size = dtype_size(dtype);
   meta->shape = shape;
-  for (const ChunkSpec& c : dist.chunks(shape, device_count()))
+  const DataDistribution& chosen =
+      dist.is_automatic() ? granularity().distribution(dtype, shape) : dist;
+  for (const ChunkSpec& c : chosen.chunks(shape, device_count()))
     meta->chunks.push_back(plan::ChunkMeta{0, c.region, c.owned, c.device});
   std::lock_guard<std::mutex> lock(mutex_);
   meta->id = ++next_array_;
   planner().assign_chunk_ids(*meta);
   submit(planner().create_array(*meta, static_cast<const unsigned char*>(fill)));
   return meta;
+}
+
+Granularity& Driver::granularity() {
+  live();  // a gs::Error once the run has ended
+  std::call_once(granularity_once_, [&] { granularity_ = std::make_unique<Granularity>(*this); });
+  return *granularity_;
 }
 
 void Driver::release_array(const plan::ArrayMeta& meta) noexcept {

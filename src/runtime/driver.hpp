@@ -13,6 +13,7 @@
 #include "gridspan/core/info.hpp"
 #include "gridspan/distribution/distribution.hpp"
 #include "plan/planner.hpp"
+#include "runtime/granularity.hpp"
 #include "runtime/runner.hpp"
 
 namespace gridspan::runtime {
@@ -76,6 +77,11 @@ class Driver {
   std::vector<MemoryStats> memory_stats() const { return live().memory_stats(); }
   void free_all_blocks() { live().free_all_blocks(); }
   WorkerStats worker_stats() const { return live().worker_stats(); }
+  CostModel& costs() const { return live().costs(); }
+  /// Chooses automatic distributions (made on first use).
+  Granularity& granularity();
+  /// Where the trace goes (null when not tracing).
+  Observer* observer() const { return live().observer(); }
   /// What this context has done so far (Context::stats).
   struct Counters {
     std::atomic<uint64_t> launches{0};
@@ -107,6 +113,8 @@ class Driver {
   std::string last_dot_;
   Counters counters_;
   std::shared_ptr<LibraryState> library_state_;
+  std::once_flag granularity_once_;
+  std::unique_ptr<Granularity> granularity_;
 };
 
 }  // namespace gridspan::runtime

@@ -23,6 +23,7 @@ LocalRunner::LocalRunner(const Config& config, bool whole_run)
   transfers_->check_transfers(config_.check_transfers);
   worker_->observe(trace_.get());
   worker_->set_batch_blocks(config_.batch_blocks);
+  worker_->measure(&costs_);
   worker_->set_max_unfinished(static_cast<std::size_t>(config_.max_tasks));
 }
 

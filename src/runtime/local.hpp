@@ -48,6 +48,8 @@ class LocalRunner final : public Runner {
   std::vector<MemoryStats> memory_stats() override { return memory_->stats(); }
   void free_all_blocks() override { memory_->free_cached_blocks(); }
   WorkerStats worker_stats() const override { return worker_->stats(); }
+  CostModel& costs() override { return costs_; }
+  Observer* observer() const override { return trace_.get(); }
 
   /// This process as rank `rank` of a run: host, backend, devices and memory.
   RankInfo describe(int rank) const;
@@ -64,6 +66,7 @@ class LocalRunner final : public Runner {
   std::unique_ptr<backend::Backend> backend_;
   std::vector<backend::Device*> devices_;
   std::unique_ptr<MemoryManager> memory_;
+  CostModel costs_;  // outlives the worker, which records into it
   std::unique_ptr<Worker> worker_;
   std::unique_ptr<Transfers> transfers_;  // the worker's transfer tasks; outlives the worker
   std::vector<std::shared_ptr<const plan::Executable>> executables_;

@@ -11,6 +11,7 @@
 #include "gridspan/core/config.hpp"
 #include "gridspan/core/info.hpp"
 #include "plan/planner.hpp"
+#include "runtime/cost.hpp"
 #include "runtime/worker.hpp"
 
 namespace gridspan::runtime {
@@ -54,6 +55,11 @@ class Runner {
   virtual void free_all_blocks() = 0;
   /// This process's worker's counts.
   virtual WorkerStats worker_stats() const = 0;
+  /// What this process's kernels cost, measured (under mpirun: rank 0's devices, taken as
+  /// like the other ranks').
+  virtual CostModel& costs() = 0;
+  /// Where this process's trace goes (null when not tracing).
+  virtual Observer* observer() const = 0;
 };
 
 /// This process alone, or the driver's side of an mpirun (rank 0): what the environment

@@ -979,7 +979,7 @@ void Worker::count_unstaged(const Node& node) {
 }
 
 void Worker::run_task(Node* node) {
-  if (!observer_) return run_payload(node);
+  if (!observer_) return run_sampled(node);
   struct Report {  // also when the task throws
     Observer& observer;
     const Node& node;
@@ -991,7 +991,30 @@ void Worker::run_task(Node* node) {
                                    t.device, start, observer_now_us(), t.id, node.staged_bytes});
     }
   } report{*observer_, *node};
-  run_payload(node);
+  run_sampled(node);
+}
+
+void Worker::run_sampled(Node* node) {
+  const auto* e = costs_ ? std::get_if<plan::Execute>(&node->task.payload) : nullptr;
+  if (!e || !CostModel::should_time(*e->executable)) return run_payload(node);
+  run_timed(*e->executable, e->blocks.volume() * e->block.volume(), node->staged_bytes,
+            node->task.device, [&] { run_payload(node); });
+}
+
+// A GPU times the work's operations with its events and reports after they end; a
+// synchronous device's work has ended when `run` returns. A run that throws is not recorded.
+void Worker::run_timed(const plan::Executable& e, int64_t threads, std::size_t bytes, int dev,
+                       const std::function<void()>& run) {
+  CostModel* costs = costs_;
+  backend::Device& d = *devices_[dev];
+  if (d.asynchronous()) {
+    d.time_work([costs, &e, threads, bytes](double s) { costs->record(e, threads, bytes, s); });
+    return run();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  run();
+  costs->record(e, threads, bytes,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 // The memory of a chunk the node's task has staged: kept in its uses by the staging (a task
@@ -1027,7 +1050,18 @@ void Worker::run_batch(const std::vector<Node*>& nodes) {
     frames->push_back(plan::ExecFrame{std::get<plan::Execute>(nodes[k]->task.payload),
                                       data->data() + (*at)[k], d, devices_[d]});
   const auto& first = std::get<plan::Execute>(nodes[0]->task.payload);
-  first.executable->run_batch(frames->data(), n);
+  auto run = [&] { first.executable->run_batch(frames->data(), n); };
+  if (costs_ && CostModel::should_time(*first.executable)) {
+    int64_t threads = 0;
+    std::size_t bytes = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      threads += (*frames)[k].exec.blocks.volume() * first.block.volume();
+      bytes += nodes[k]->staged_bytes;
+    }
+    run_timed(*first.executable, threads, bytes, d, run);
+  } else {
+    run();
+  }
   if (!observer_) return;
   const double end = observer_now_us();
   for (Node* node : nodes)

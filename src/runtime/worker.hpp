@@ -24,6 +24,7 @@
 #include "backend/device.hpp"
 #include "core/mutex.hpp"
 #include "plan/task.hpp"
+#include "runtime/cost.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/observer.hpp"
 
@@ -123,6 +124,8 @@ class Worker {
   /// Kernels whose superblocks have at most `blocks` blocks go to an asynchronous device
   /// with others of their launch as one submission (0: each alone). Before any submit.
   void set_batch_blocks(int64_t blocks) { batch_blocks_ = blocks; }
+  /// Times a sample of the Execute tasks into `costs` (null: none). Before any submit.
+  void measure(CostModel* costs) { costs_ = costs; }
   /// In a run of one process, submit waits while `tasks` or more are unfinished until half
   /// of them have ended (0: never waits). Before any submit.
   void set_max_unfinished(std::size_t tasks) { max_unfinished_ = tasks; }
@@ -164,6 +167,11 @@ class Worker {
   void complete_all(Node* const* nodes, std::size_t n, const std::exception_ptr& error, int dev);
   void relaunch(Node* node);  // runs a staged task's work on its device again
   void ran_on_device(Node* node, int dev, std::exception_ptr error);
+  // Runs a task's work, timing it into the cost model when it is a sampled Execute.
+  void run_sampled(Node* node);
+  // Runs `run` for a sampled run of `e` on `dev` and records its time.
+  void run_timed(const plan::Executable& e, int64_t threads, std::size_t bytes, int dev,
+                 const std::function<void()>& run);
   TransferHooks& hooks(const plan::Task& task) const;  // throws when none are connected
   Node& pending(plan::TaskId id);                      // under the lock
   bool ordered_on_device(const Node& dep, const Node& succ) const;
@@ -252,6 +260,7 @@ class Worker {
   WorkerStats stats_;
   std::thread scheduler_;
   Observer* observer_ = nullptr;
+  CostModel* costs_ = nullptr;
 };
 
 }  // namespace gridspan::runtime

@@ -346,6 +346,9 @@ struct Program {
   int devices = 1;
   bool cpu_async = false;
   std::size_t device_memory = 0, host_memory = 0;
+  // What the library's automatic distributions start from (fixed, so that a seed replays).
+  int task_overhead_us = 10;
+  std::size_t bandwidth = std::size_t(1) << 30;
   std::vector<Stmt> stmts;
   std::vector<VarInfo> vars;
 };
@@ -455,9 +458,11 @@ std::string stmt_text(const Stmt& s) {
 }
 
 std::string program_text(const Program& p) {
-  std::string t =
-      fmt::format("program {} on {} device(s){}, device memory {}, host memory {}\n", p.seed,
-                  p.devices, p.cpu_async ? " (cpu_async)" : "", p.device_memory, p.host_memory);
+  std::string t = fmt::format(
+      "program {} on {} device(s){}, device memory {}, host memory {}, {} us and "
+      "{} B/s a task\n",
+      p.seed, p.devices, p.cpu_async ? " (cpu_async)" : "", p.device_memory, p.host_memory,
+      p.task_overhead_us, p.bandwidth);
   for (const Stmt& s : p.stmts) t += "  " + stmt_text(s) + ";\n";
   return t;
 }
@@ -540,6 +545,9 @@ class Generator {
     p_.devices = static_cast<int>(dpick(1, 3));
     tight_ = dchance(3);
     if (tight_) p_.cpu_async = dchance(2);
+    // From every array on one device (fast devices) to every array over all of them.
+    p_.task_overhead_us = static_cast<int>(dpick(1, 20));
+    p_.bandwidth = std::size_t(1) << dpick(10, 32);
   }
   // The bytes an array the program distributes itself (rows, columns, tiles) takes on the
   // devices: every chunk a block of 512-byte steps (tiles of 145 8-byte elements take 1536
@@ -2382,6 +2390,8 @@ Outcome run_once(const Program& p, int devices, std::size_t device_memory) {
   c.device_memory = device_memory;
   c.host_memory = p.host_memory;
   c.cpu_async = p.cpu_async;
+  c.task_overhead_us = p.task_overhead_us;
+  c.device_bandwidth = p.bandwidth;
   Outcome out;
   try {
     gs::Context ctx(c);

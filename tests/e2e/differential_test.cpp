@@ -97,6 +97,7 @@ struct Program {
   int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(g); }
 
   gs::DataDistribution dist(const gs::Dim& shape) {
+    if (pick(0, 7) == 0) return gs::dist::automatic();
     int rank = shape.rank();
     switch (pick(0, rank == 2 ? 6 : 5)) {
       case 0:
@@ -140,6 +141,7 @@ struct Program {
   }
 
   gs::WorkDistribution work(const gs::Dim& threads, const gs::Dim& block) {
+    if (pick(0, 3) == 0) return gs::work::automatic();
     gs::Dim per = threads;
     for (int a = 0; a < threads.rank(); ++a) {
       int64_t blocks = (threads[a] + block[a] - 1) / block[a];
@@ -182,6 +184,10 @@ void run_program(uint64_t seed, Spilled& spilled, bool memoize) {
   std::size_t host_mem = largest + (4 << 10) + std::size_t(p.pick(0, 200)) * largest / 100;
   gs::Config cfg = config(p.devices, device_mem, host_mem);
   cfg.memoize_launches = memoize;
+  // What automatic distributions start from, from the seed: one chunk and superblock
+  // (fast devices) to one per device.
+  cfg.task_overhead_us = p.pick(1, 20);
+  cfg.device_bandwidth = std::size_t(1) << p.pick(10, 32);
   gs::Context ctx(cfg);
   p.devices = ctx.device_count();  // fewer where fewer GPUs are there
   std::map<std::string, gs::Kernel> k;

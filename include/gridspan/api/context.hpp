@@ -32,9 +32,9 @@ const std::shared_ptr<runtime::Driver>& context_driver(const Context& ctx);
 /// Compiles a kernel for `driver`'s context and counts it in its stats.
 Kernel compile_kernel(const std::shared_ptr<runtime::Driver>& driver, const KernelDef& def);
 Kernel compile_native(const std::shared_ptr<runtime::Driver>& driver, const NativeDef& def);
-/// The distribution an array gets when none is given: rows over every device, in chunks
-/// no smaller than a floor that keeps per-task overhead to a few percent, of whole blocks
-/// of the array library's kernels (256 threads, the last axis fastest).
+/// The distribution an array gets when none is given: dist::automatic() as the Context
+/// chooses it (rows over the devices, as many as its measured per-task overhead makes worth
+/// it, of whole blocks of the array library's kernels: 256 threads, the last axis fastest).
 DataDistribution default_distribution(const std::shared_ptr<runtime::Driver>& driver, DType dtype,
                                       const Dim& shape);
 }  // namespace detail
@@ -100,6 +100,9 @@ class Context {
   std::string backend_name() const;
   /// Per memory space (each device, host, disk): used, total and spilled bytes.
   std::vector<MemoryStats> memory_stats() const;
+  /// What each kernel's tasks took, from the sample gridspan times (the first runs of a
+  /// kernel, then one in 16): per size class, the mean threads, time and bytes of a task.
+  std::vector<KernelCost> kernel_costs() const;
   /// The memory pools' free blocks (freed arrays' memory, kept for reuse, and the small
   /// results the array library keeps to hand out again) go back to the devices and the
   /// host, on every rank; what live arrays hold stays (CuPy's MemoryPool.free_all_blocks).

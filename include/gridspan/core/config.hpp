@@ -65,6 +65,13 @@ struct Config {
   /// Kernels of one launch on one GPU whose superblocks have at most this many blocks go
   /// as parts of one kernel launch (GRIDSPAN_BATCH_BLOCKS); 0 = never.
   int batch_blocks = 2048;
+  /// Automatic granularity (dist::automatic, work::automatic, the array library's
+  /// defaults) starts from the host's time per task and a device's memory bandwidth,
+  /// measured when first needed; set both (GRIDSPAN_TASK_OVERHEAD_US, in microseconds, and
+  /// GRIDSPAN_DEVICE_BANDWIDTH, in bytes a second) for a run that chooses the same every
+  /// time. 0 = measured.
+  int task_overhead_us = 0;
+  std::size_t device_bandwidth = 0;
   /// How a GPU's completion threads wait for a work's end (GRIDSPAN_COMPLETION_POLL_US): 0
   /// = in the driver, which spins; N > 0 = they look every N microseconds and sleep between,
   /// except while a host thread waits (Event::wait, synchronize), when they wait in the

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,17 @@ struct MemoryStats {
   std::size_t cached_bytes = 0;      // freed blocks the space's pool keeps for reuse
   std::size_t copied_out_bytes = 0;  // bytes copied down so far (device → host, host → disk)
   std::size_t copied_in_bytes = 0;   // bytes copied up so far (host → device, disk → host)
+};
+
+/// What one kernel's tasks took on this process's devices, from a sample of its runs
+/// (Context::kernel_costs): one entry per size class (tasks of about `threads` threads, in
+/// powers of two). gridspan's automatic granularity works from these.
+struct KernelCost {
+  std::string kernel;
+  int64_t threads = 0;  // mean threads per task timed in this class
+  int samples = 0;      // tasks timed
+  double seconds = 0;   // mean time per task on its device
+  double bytes = 0;     // mean bytes its chunks held
 };
 
 /// One rank (process) of a run: one outside mpirun.

@@ -27,6 +27,11 @@ struct ChunkSpec {
 
 enum class Placement { round_robin, blocked };
 
+class DataDistribution;
+namespace dist {
+DataDistribution automatic();
+}
+
 class DataDistribution {
  public:
   using Fn = std::function<std::vector<ChunkSpec>(const Dim& shape, int devices)>;
@@ -40,11 +45,15 @@ class DataDistribution {
   /// The same cut, with chunk k on device k * devices / chunks (contiguous groups) instead
   /// of k % devices.
   DataDistribution blocked() const;
+  /// dist::automatic(): the Context that creates the array chooses the chunks.
+  bool is_automatic() const { return automatic_; }
 
  private:
+  friend DataDistribution dist::automatic();
   std::string name_;
   Fn fn_;
   Placement placement_ = Placement::round_robin;
+  bool automatic_ = false;
 };
 
 namespace dist {
@@ -63,6 +72,10 @@ DataDistribution replicated();
 DataDistribution centralized(int device = 0);
 /// Any cut: `fn(shape, devices)` returns the chunks; they may overlap and must cover.
 DataDistribution custom(std::string name, DataDistribution::Fn fn);
+/// gridspan chooses: rows over the devices, as many as the array's bytes make worth their
+/// per-task overhead (measured when first asked), each at most 1/8 of the smallest device
+/// memory budget. Arrays of one shape get one cut. The array library's default.
+DataDistribution automatic();
 }  // namespace dist
 
 /// A superblock: a box of thread blocks (block coordinates, rank = the launch's) and the
@@ -75,7 +88,8 @@ struct Superblock {
 class WorkDistribution;
 namespace work {
 WorkDistribution tiles(Dim threads_per_superblock);
-}
+WorkDistribution automatic();
+}  // namespace work
 
 class WorkDistribution {
  public:
@@ -90,9 +104,13 @@ class WorkDistribution {
   void superblocks(const Dim& threads, const Dim& block, int devices,
                    std::vector<Superblock>& out) const;
   const std::string& name() const { return name_; }
+  /// work::automatic(): Kernel::launch chooses the superblocks.
+  bool is_automatic() const { return automatic_; }
 
  private:
   friend WorkDistribution work::tiles(Dim);
+  friend WorkDistribution work::automatic();
+  bool automatic_ = false;
   std::vector<Superblock> checked(const Dim& threads, const Dim& block, int devices) const;
   std::string name_;
   Fn fn_;
@@ -107,6 +125,11 @@ WorkDistribution tiles(Dim threads_per_superblock);
 /// on the chunk's device. Owned boxes must be block-aligned.
 WorkDistribution like_chunks(std::vector<ChunkSpec> chunks, std::string array_name);
 WorkDistribution custom(std::string name, WorkDistribution::Fn fn);
+/// gridspan chooses, at each launch: superblocks that follow the chunks of the array the
+/// kernel writes (used in place), or, for a kernel whose measured time is worth more
+/// devices than those chunks span, even slabs over them. A kernel's first launch works from
+/// its arrays' bytes; later ones from its measured time (Context::kernel_costs).
+WorkDistribution automatic();
 }  // namespace work
 
 /// Blocks per axis of a launch: ceil(threads / block), 1 past the threads' rank.

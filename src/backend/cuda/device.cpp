@@ -36,6 +36,7 @@ struct Current {
   const CudaDevice* device = nullptr;
   CUstream stream = nullptr;
   LaunchLabel* label = nullptr;
+  void* timer = nullptr;  // the work's std::unique_ptr<CudaDevice::Timer>
 };
 thread_local Current t_current;
 // The device whose context this thread made current, by id: a primary context released and
@@ -324,22 +325,58 @@ void CudaDevice::deallocate_host(void* p, std::size_t bytes) {
   munmap(p, in_pages(bytes));
 }
 
-Event CudaDevice::take_event() {
+// A spare event of `pool` (under events_mutex_), else a new one.
+template <class E>
+E CudaDevice::take_from(std::vector<E>& pool) {
   {
     std::lock_guard lock(events_mutex_);
-    if (!events_.empty()) {
-      Event e = std::move(events_.back());
-      events_.pop_back();
+    if (!pool.empty()) {
+      E e = std::move(pool.back());
+      pool.pop_back();
       return e;
     }
   }
   bind();
-  return Event(api_, name_);
+  return E(api_, name_);
+}
+
+Event CudaDevice::take_event() {
+  return take_from(events_);
 }
 
 void CudaDevice::give_event(Event e) {
   std::lock_guard lock(events_mutex_);
   events_.push_back(std::move(e));
+}
+
+TimingEvent CudaDevice::take_timing_event() {
+  return take_from(timing_events_);
+}
+
+bool CudaDevice::time_work(std::function<void(double)> report) {
+  CUstream s = current_stream("time_work");
+  if (!t_current.timer) return false;
+  auto& timer = *static_cast<std::unique_ptr<Timer>*>(t_current.timer);
+  if (timer) return false;
+  auto t = std::make_unique<Timer>();
+  t->start = take_timing_event();
+  t->end = take_timing_event();
+  GRIDSPAN_CHECK_CU(api_.cuEventRecord(t->start, s), name_);
+  t->report = std::move(report);
+  timer = std::move(t);
+  return true;
+}
+
+// A timing failure costs the sample, never the work.
+void CudaDevice::report_time(Timer& timer) {
+  float ms = 0;
+  const bool ok = api_.cuEventElapsedTime(&ms, timer.start, timer.end) == CUDA_SUCCESS;
+  {
+    std::lock_guard lock(events_mutex_);
+    timing_events_.push_back(std::move(timer.start));
+    timing_events_.push_back(std::move(timer.end));
+  }
+  if (ok) timer.report(double(ms) * 1e-3);
 }
 
 void CudaDevice::blocking_copy(CUstream stream, const std::function<CuCall()>& queue_copy) {
@@ -548,10 +585,11 @@ void CudaDevice::queue_work(Queue queue, std::function<void()>& work,
   LaunchLabel label;
   std::exception_ptr error;
   Event event;
+  std::unique_ptr<Timer> timer;
   {
     std::lock_guard lock(lane.submit_mutex);
     const Current saved = t_current;
-    t_current = Current{this, lane.stream, &label};
+    t_current = Current{this, lane.stream, &label, &timer};
     try {
       bind();
       if (!after.empty()) {
@@ -570,6 +608,8 @@ void CudaDevice::queue_work(Queue queue, std::function<void()>& work,
     // Recorded even after a failure: what the work did queue must finish before its
     // memory is released.
     try {
+      if (timer && (error || api_.cuEventRecord(timer->end, lane.stream) != CUDA_SUCCESS))
+        timer.reset();
       event = take_event();
       GRIDSPAN_CHECK_CU(api_.cuEventRecord(event, lane.stream), name_);
       std::lock_guard tickets(tickets_mutex_);
@@ -582,7 +622,8 @@ void CudaDevice::queue_work(Queue queue, std::function<void()>& work,
   }
   {
     std::lock_guard lock(lane.mutex);
-    push_pending(lane, Pending{std::move(event), ticket, std::move(done), error, std::move(label)});
+    push_pending(lane, Pending{std::move(event), ticket, std::move(done), error, std::move(label),
+                               std::move(timer)});
   }
   lane.cv.notify_one();
 }
@@ -656,6 +697,7 @@ void CudaDevice::completion_loop(Lane& lane) {
             name_, describe(r), p.label.str())));
       }
     }
+    if (p.timer && !p.error) report_time(*p.timer);
     active_.fetch_sub(1, std::memory_order_acq_rel);
     p.done(p.error);
   }

@@ -81,6 +81,7 @@ class CudaDevice final : public Device {
   void begin_wait() override;
   void end_wait() override;
   void* stream() const override;
+  bool time_work(std::function<void(double)> report) override;
   std::vector<unsigned char> lend(const void* ptr, std::size_t bytes) override;
   void copy_lent(void* dst, const Rect& dst_rect, const std::vector<unsigned char>& lent,
                  const Rect& src_rect, const Rect& region, std::size_t elem_size) override;
@@ -100,12 +101,18 @@ class CudaDevice final : public Device {
   bool enable_peer(const CudaDevice& other);
 
  private:
+  // A work timed on the GPU (time_work): events around what it queued, and who hears.
+  struct Timer {
+    TimingEvent start, end;
+    std::function<void(double)> report;
+  };
   struct Pending {
     Event event;
     Ticket ticket;
     std::function<void(std::exception_ptr)> done;
     std::exception_ptr error;
     LaunchLabel label;
+    std::unique_ptr<Timer> timer;  // null unless the work was timed
   };
   struct Lane {
     Stream stream;
@@ -166,6 +173,10 @@ class CudaDevice final : public Device {
   std::size_t lane_for(Queue queue, const std::vector<Ticket>& after);  // index in lanes_
   Event take_event();
   void give_event(Event e);
+  TimingEvent take_timing_event();
+  template <class E>
+  E take_from(std::vector<E>& pool);
+  void report_time(Timer& timer);  // on the completion thread; gives the events back
   CUstream current_stream(const char* what) const;
   void copy_box(void* dst, CUmemorytype dst_type, const Rect& dst_rect, const void* src,
                 CUmemorytype src_type, const Rect& src_rect, const Rect& region,
@@ -199,7 +210,8 @@ class CudaDevice final : public Device {
   std::atomic<int> waiters_{0};  // host threads between begin_wait and end_wait
   Stream to_host_, from_host_;
   AdaptiveMutex events_mutex_;
-  std::vector<Event> events_;  // finished works' events, for the next
+  std::vector<Event> events_;               // finished works' events, for the next
+  std::vector<TimingEvent> timing_events_;  // the same for timed works
   // The events of submitted works that have not finished, by ticket: a later work's stream
   // waits on them. An event leaves here before it is recycled, under the same mutex.
   AdaptiveMutex tickets_mutex_;

@@ -61,16 +61,20 @@ struct StreamTraits {
 };
 using Stream = Owned<CUstream, StreamTraits>;
 
-/// An event without timing (the cheap kind: only what it waits for).
+/// An event made with `Flags`.
+template <unsigned Flags>
 struct EventTraits {
   static CUevent create(const DriverApi& api, const std::string& where) {
     CUevent e = nullptr;
-    GRIDSPAN_CHECK_CU(api.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), where);
+    GRIDSPAN_CHECK_CU(api.cuEventCreate(&e, Flags), where);
     return e;
   }
   static void destroy(const DriverApi& api, CUevent e) { api.cuEventDestroy(e); }
 };
-using Event = Owned<CUevent, EventTraits>;
+/// An event without timing (the cheap kind: only what it waits for).
+using Event = Owned<CUevent, EventTraits<CU_EVENT_DISABLE_TIMING>>;
+/// An event that keeps time, for the works the cost model samples (Device::time_work).
+using TimingEvent = Owned<CUevent, EventTraits<CU_EVENT_DEFAULT>>;
 
 /// A module loaded from a cubin; `what` names it in errors ("kernel `stencil`").
 struct ModuleTraits {

@@ -53,6 +53,7 @@ namespace gridspan::backend::cuda {
   X(cuEventRecord)                        \
   X(cuEventSynchronize)                   \
   X(cuEventQuery)                         \
+  X(cuEventElapsedTime)                   \
   X(cuStreamWaitEvent)                    \
   X(cuModuleLoadData)                     \
   X(cuModuleUnload)                       \

@@ -1,0 +1,62 @@
+// What kernels cost, measured (the DAHL post: measure, do not assume). The worker times a
+// sample of the Execute tasks it runs (cpu devices: the run's wall time; GPUs: timing events
+// around the work's operations) and records them here, per executable and size class (the
+// superblock's threads, in powers of two). A task's time is not linear in its size (caches),
+// so each class keeps its own figure and an estimate uses the nearest class measured.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gridspan/core/info.hpp"
+#include "plan/task.hpp"
+
+namespace gridspan::runtime {
+
+class CostModel {
+ public:
+  /// The first runs of each executable are timed, then one in `kEvery` (StarPU trusts a
+  /// history model after 10 samples).
+  static constexpr uint32_t kFirst = 10, kEvery = 16;
+  /// Whether to time the next run of `e` (counts its runs; any thread).
+  static bool should_time(const plan::Executable& e);
+
+  /// A timed run of `threads` threads (a batch: all of its superblocks') whose chunks hold
+  /// `bytes`. Any thread.
+  void record(const plan::Executable& e, int64_t threads, std::size_t bytes, double seconds);
+
+  struct Estimate {
+    double seconds_per_thread = 0;  // in the nearest size class measured
+    double bytes_per_second = 0;    // the chunks' bytes over the time, in that class
+    int64_t threads = 0;            // that class's mean threads per task
+    int samples = 0;                // runs timed in that class
+  };
+  /// The estimate for a task of `threads` threads of `e`; none before a run was timed.
+  std::optional<Estimate> estimate(const plan::Executable& e, int64_t threads) const;
+  /// The fastest bytes per second any task of at least `min_bytes` reached (a device's
+  /// memory bandwidth as kernels see it); none before such a task was timed.
+  std::optional<double> best_bandwidth(std::size_t min_bytes) const;
+  /// Drops what was recorded for `e` (its runs so far were warming up).
+  void forget(const plan::Executable& e);
+  /// Every executable's classes, for Context::kernel_costs.
+  std::vector<KernelCost> report() const;
+
+ private:
+  struct Class {  // running means, the newest sample weighing at least 1/kEvery
+    int samples = 0;
+    double seconds = 0, threads = 0, bytes = 0;
+  };
+  struct Entry {
+    std::string name;
+    std::map<int, Class> classes;  // by floor(log2(threads))
+  };
+  mutable std::mutex mutex_;
+  std::map<const plan::Executable*, Entry> entries_;
+};
+
+}  // namespace gridspan::runtime

@@ -1,0 +1,465 @@
+// Automatic granularity (see granularity.hpp).
+//
+// One rule sizes both chunks and superblocks. A launch cut into p tasks costs the host
+// p * h (h: the per-task overhead) and each device about T / p (T: the launch's time on one
+// device). A launch lasts about max(p * h, T / p), which is least at p = sqrt(T / h); the
+// rule takes the largest p (at most the device count) whose tasks outlast the host's work
+// for all of them kHostShare times over: T / p >= kHostShare * p * h.
+#include "runtime/granularity.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "backend/jit.hpp"
+#include "core/log.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/executable.hpp"
+#include "runtime/observer.hpp"
+
+namespace gridspan::runtime {
+
+namespace {
+
+constexpr double kHostShare = 2;
+constexpr const char* kProbe = "gs_granularity_probe";
+
+std::vector<ParamInfo> probe_params() {
+  return {ParamInfo{"a", true, 1, false, DType::u32, "gs::Vector<uint32_t>"}};
+}
+
+// The probe: fills its region of an array of 4-byte words on its device (the device's own
+// fill, the kind of memory-bound work a chunk sees; GPUs store bytes one by one far slower).
+// Registered in every process, so that the ranks of an mpirun find it by name.
+std::shared_ptr<const NativeExecutable> make_probe() {
+  return std::make_shared<NativeExecutable>(
+      kProbe, probe_params(), [](const plan::ExecFrame& f, const GsArrayArg*, const void* const*) {
+        const plan::ExecArg& a = f.exec.arrays[0];
+        const uint32_t value = 0x5a5a5a5a;
+        f.dev->fill(f.data[0], a.chunk.rect, a.region, &value, sizeof value);
+      });
+}
+const bool g_probe_registered = (register_native(make_probe()), true);
+
+// The largest p in [1, most] with seconds / p >= kHostShare * p * overhead.
+int64_t pieces_for(double seconds, double overhead, int64_t most) {
+  const double p = std::sqrt(seconds / (kHostShare * std::max(overhead, 1e-9)));
+  return std::clamp<int64_t>(static_cast<int64_t>(p), 1, std::max<int64_t>(most, 1));
+}
+
+// The rows a block of 256 threads covers when it takes the last axis first (in powers of
+// two up to each axis's extent), as the array library's kernels do.
+int64_t block_rows(const Dim& shape) {
+  int64_t left = 256;
+  for (int k = shape.rank() - 1; k > 0; --k) {
+    int64_t e = 1;
+    while (e < shape[k] && e < left) e *= 2;
+    left /= e;
+  }
+  return left;
+}
+
+std::string us(double seconds) {
+  return fmt::format("{:.1f} us", seconds * 1e6);
+}
+
+bool read_baseline(const std::string& path, Baseline& b) {
+  std::string text;
+  Baseline r;
+  if (!backend::jit::read_file(path, text) ||
+      std::sscanf(text.c_str(), "%lf %lf", &r.task_overhead, &r.bandwidth) != 2 ||
+      !(r.task_overhead > 0) || !(r.bandwidth > 0))
+    return false;
+  b.task_overhead = r.task_overhead, b.bandwidth = r.bandwidth;
+  return true;
+}
+
+void keep_baseline(const std::string& path, const Baseline& b) {
+  try {
+    backend::jit::make_dirs(path.substr(0, path.rfind('/')));
+    backend::jit::write_file_atomically(
+        path, fmt::format("{:.9g} {:.9g}\n", b.task_overhead, b.bandwidth));
+  } catch (const std::exception& e) {
+    logging::debug("automatic granularity: could not keep its measurements: {}", e.what());
+  }
+}
+
+// Where a machine's measurements are kept: the cache folder, under a name for this host,
+// backend, devices and build.
+std::string baseline_path(const Driver& driver) {
+  const RankInfo self = driver.ranks().front();
+  std::string key = fmt::format("probe 2|{}|{}|{}|{}", self.host, self.backend,
+                                driver.device_count(), driver.config().cpu_threads);
+  for (const std::string& d : self.devices) key += "|" + d;
+#ifdef NDEBUG
+  key += "|release";
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  key += "|sanitized";
+#endif
+  backend::jit::Hasher h;
+  h.add(key);
+  return fmt::format("{}/granularity/{}.txt",
+                     backend::jit::resolve_cache_root(driver.config().cache_dir), h.hex());
+}
+
+}  // namespace
+
+std::size_t smallest_budget(const Driver& driver) {
+  std::size_t budget = SIZE_MAX;
+  for (const RankInfo& r : driver.ranks())
+    for (std::size_t b : r.device_memory) budget = std::min(budget, b);
+  return budget == SIZE_MAX ? std::size_t(1) << 30 : budget;
+}
+
+Granularity::Granularity(Driver& driver) : driver_(driver) {
+  (void)g_probe_registered;
+}
+Granularity::~Granularity() = default;
+
+const Baseline& Granularity::baseline() {
+  std::lock_guard lock(mutex_);
+  if (!have_baseline_) {
+    measure(baseline_);
+    have_baseline_ = true;
+    report(fmt::format("automatic granularity: {} a task on the host, {:.1f} GB/s a device ({})",
+                       us(baseline_.task_overhead), baseline_.bandwidth * 1e-9,
+                       baseline_.measured ? "measured"
+                                          : "GRIDSPAN_TASK_OVERHEAD_US and "
+                                            "GRIDSPAN_DEVICE_BANDWIDTH"));
+  }
+  return baseline_;
+}
+
+namespace {
+
+// Launches of the probe over all of `a` on device 0; returns the last one's task.
+struct Prober {
+  Driver& driver;
+  std::shared_ptr<const plan::Executable> probe;
+  annotation::Annotation annotation;
+  std::vector<ParamInfo> params = probe_params();
+
+  plan::TaskId launch(const plan::ArrayMeta& a) {
+    plan::LaunchSpec spec;
+    spec.executable = probe;
+    spec.annotation = &annotation;
+    spec.params = &params;
+    spec.threads = Dim{a.shape[0]};
+    spec.block = Dim{256};
+    const int64_t grid = (a.shape[0] + 255) / 256;
+    spec.superblocks = {Superblock{Rect(1, {0, 0, 0}, {grid, 1, 1}), 0}};
+    spec.arrays = {&a};
+    spec.int_scalars = {0};
+    spec.scalars = std::make_shared<const std::vector<unsigned char>>();
+    spec.scalar_offsets = std::make_shared<const std::vector<uint32_t>>(1, 0);
+    return driver.launch(spec);
+  }
+  // Seconds per launch over `n` launches one after another (each overwrites `a`).
+  double per_launch(const plan::ArrayMeta& a, int n) {
+    const auto start = std::chrono::steady_clock::now();
+    plan::TaskId last = 0;
+    for (int k = 0; k < n; ++k) last = launch(a);
+    driver.wait(last);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / n;
+  }
+};
+
+}  // namespace
+
+// The overhead: the best of three rounds of 64 launches of the probe on one byte, each
+// after the one before (what a chain of small launches costs per launch). The bandwidth:
+// the probe over a larger array, timed by the cost model as any kernel is.
+void Granularity::measure(Baseline& b) {
+  const Config& c = driver_.config();
+  b.task_overhead = c.task_overhead_us * 1e-6;
+  b.bandwidth = double(c.device_bandwidth);
+  if (b.task_overhead > 0 && b.bandwidth > 0) return;
+  b.measured = true;
+  // Measured once per machine and build: later contexts read what the first wrote (as
+  // StarPU keeps its performance models), so that their choices agree from run to run.
+  const bool none_set = !(b.task_overhead > 0) && !(b.bandwidth > 0);
+  const std::string path = baseline_path(driver_);
+  if (none_set && read_baseline(path, b)) return;
+  // The probe's launches are not the program's: Context::stats leaves them out.
+  Driver::Counters& n = driver_.counters();
+  const uint64_t launches = n.launches, tasks = n.tasks, moved = n.bytes_moved;
+  measure_probe(b);
+  n.launches -= n.launches - launches;
+  n.tasks -= n.tasks - tasks;
+  n.bytes_moved -= n.bytes_moved - moved;
+  if (none_set) keep_baseline(path, b);
+}
+
+void Granularity::measure_probe(Baseline& b) {
+  if (!probe_) {
+    probe_ = find_native(kProbe);
+    driver_.add_executable(probe_);
+  }
+  Prober p{driver_, probe_,
+           annotation::Annotation::parse("global i => overwrite a[i]", probe_params(), {})};
+  if (!(b.task_overhead > 0)) {
+    auto one = driver_.create_array(DType::u32, Dim{1}, dist::centralized(0), nullptr);
+    p.per_launch(*one, 16);
+    b.task_overhead =
+        std::min({p.per_launch(*one, 64), p.per_launch(*one, 64), p.per_launch(*one, 64)});
+    driver_.release_array(*one);
+  }
+  if (!(b.bandwidth > 0)) {
+    const int64_t most = driver_.backend_name() == "cuda" ? int64_t(256) << 20 : int64_t(32) << 20;
+    const int64_t n = std::max<int64_t>(
+        4096, std::min<int64_t>(most, int64_t(smallest_budget(driver_)) / kBudgetParts));
+    auto big = driver_.create_array(DType::u32, Dim{n / 4}, dist::centralized(0), nullptr);
+    p.per_launch(*big, 1);  // first touch
+    driver_.costs().forget(*probe_);
+    p.per_launch(*big, 4);
+    auto e = driver_.costs().estimate(*probe_, n / 4);
+    b.bandwidth = e ? e->bytes_per_second : double(n) / p.per_launch(*big, 1);
+    driver_.release_array(*big);
+  }
+}
+
+void Granularity::report(const std::string& what) {
+  if (said_.size() > 4096) said_.clear();
+  if (!said_.insert(what).second) return;
+  logging::info("{}", what);
+  if (Observer* o = driver_.observer()) {
+    const double now = observer_now_us();
+    o->task_ran(TraceEvent{what, "granularity", 0, now, now, 0, 0});
+  }
+}
+
+DataDistribution Granularity::distribution(DType dtype, const Dim& shape) {
+  if (shape.rank() == 0) return dist::centralized(0);
+  const std::array<int64_t, 5> key{shape.rank(), shape[0], shape.get(1), shape.get(2),
+                                   int64_t(dtype_size(dtype))};
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = rows_.find(key); it != rows_.end()) return dist::rows(it->second);
+  }
+  const Baseline& b = baseline();
+  const int64_t rows = std::max<int64_t>(shape[0], 1);
+  const int64_t row_elems = std::max<int64_t>(1, shape.volume() / rows);
+  const int64_t row_bytes = row_elems * int64_t(dtype_size(dtype));
+  // The launch time of a pass over the array, with 4-byte elements: arrays of one shape get
+  // one cut whatever their dtype, so that kernels over several find their chunks aligned.
+  const double seconds = double(shape.volume()) * 4 / b.bandwidth;
+  int64_t pieces = pieces_for(seconds, b.task_overhead, driver_.device_count());
+  const int64_t cap =
+      std::max<int64_t>(row_bytes, int64_t(smallest_budget(driver_)) / kBudgetParts);
+  pieces = std::max(pieces, (rows * row_bytes + cap - 1) / cap);
+  const int64_t align = block_rows(shape);
+  int64_t per = (rows + pieces - 1) / pieces;
+  per = std::max<int64_t>(1, (per + align - 1) / align * align);
+  std::lock_guard lock(mutex_);
+  if (rows_.size() > 4096) rows_.clear();
+  rows_[key] = per;
+  report(fmt::format(
+      "automatic distribution of {} arrays {}: chunks of {} rows ({} chunks): a pass takes "
+      "about {} against {} a task, at most 1/{} of a device's memory a chunk",
+      dtype_name(dtype), shape.str(), per, (rows + per - 1) / per, us(seconds), us(b.task_overhead),
+      kBudgetParts));
+  return dist::rows(per);
+}
+
+// ---- work::automatic ------------------------------------------------------------------------
+//
+// The superblocks follow the chunks of the array the launch writes most of (else reads most
+// of), cut along the thread axis that walks that array's rows: each superblock then uses its
+// chunk in place, with no copy. When those chunks are fewer than the rule's pieces (a
+// kernel that computes much over little data) and what the extra devices gain outweighs
+// moving the arrays, the grid is cut evenly into the rule's pieces instead.
+
+struct Granularity::Choice {
+  std::vector<Superblock> superblocks;
+  std::string why;
+};
+
+namespace {
+
+struct Launch {
+  const plan::LaunchSpec& spec;
+  Dim grid;
+  Rect all;  // every block
+  annotation::BoundAnnotation bound;
+  int param = -1;  // the principal array's parameter, -1: none
+  int axis = -1;   // the thread axis along its rows, -1: none
+
+  Rect slab(int64_t lo, int64_t hi) const {
+    Rect r = all;
+    r.lo[axis] = lo, r.hi[axis] = hi;
+    return r;
+  }
+  Rect region(const Rect& blocks) const {
+    for (const annotation::Access& a : bound.regions(blocks))
+      if (a.param == param) return a.region;
+    return Rect();
+  }
+};
+
+bool writes(annotation::Mode m) {
+  using M = annotation::Mode;
+  return m == M::write || m == M::readwrite || m == M::overwrite;
+}
+
+// The written array of most bytes, else the read one.
+int principal(const plan::LaunchSpec& spec) {
+  int best = -1;
+  std::pair<bool, std::size_t> most{false, 0};
+  for (const annotation::Access& a : spec.annotation->modes()) {
+    const plan::ArrayMeta* m = spec.arrays[a.param];
+    if (!m || m->shape.rank() == 0 || a.mode == annotation::Mode::reduce ||
+        a.mode == annotation::Mode::atomic)
+      continue;
+    const std::pair<bool, std::size_t> key{writes(a.mode), m->shape.volume() * m->elem_size};
+    if (best < 0 || key > most) best = a.param, most = key;
+  }
+  return best;
+}
+
+// The highest thread axis whose first slab of blocks reaches only part of the array's rows.
+int row_axis(const Launch& l) {
+  const int64_t rows = l.spec.arrays[l.param]->shape[0];
+  for (int a = l.grid.rank() - 1; a >= 0; --a) {
+    if (l.grid[a] < 2) continue;
+    Launch probe = l;
+    probe.axis = a;
+    const Rect r = probe.region(probe.slab(0, 1));
+    if (!r.empty() && r.extent(0) < rows) return a;
+  }
+  return -1;
+}
+
+// Superblocks one per chunk of the principal array (row slabs only), or none.
+std::vector<Superblock> follow_chunks(const Launch& l) {
+  const plan::ArrayMeta& m = *l.spec.arrays[l.param];
+  std::vector<plan::ChunkMeta> chunks = m.chunks;
+  for (const auto& c : chunks)
+    for (int ax = 1; ax < m.shape.rank(); ++ax)
+      if (c.owned.lo[ax] != 0 || c.owned.hi[ax] != m.shape[ax]) return {};
+  std::sort(chunks.begin(), chunks.end(),
+            [](const auto& a, const auto& b) { return a.owned.lo[0] < b.owned.lo[0]; });
+  const int64_t g = l.grid[l.axis];
+  // The first slab of blocks whose rows start at `row` or later (rows grow with the axis).
+  auto first_at = [&](int64_t row) {
+    int64_t lo = 0, hi = g;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      const Rect r = l.region(l.slab(mid, mid + 1));
+      if (!r.empty() && r.lo[0] >= row)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    return lo;
+  };
+  std::vector<Superblock> out;
+  int64_t from = 0;
+  for (std::size_t j = 0; j < chunks.size(); ++j) {
+    const int64_t to = j + 1 < chunks.size() ? first_at(chunks[j + 1].owned.lo[0]) : g;
+    if (to <= from) continue;
+    Superblock sb{l.slab(from, to), chunks[j].device};
+    if (!chunks[j].owned.contains(l.region(sb.blocks))) return {};
+    out.push_back(sb);
+    from = to;
+  }
+  return from == g ? out : std::vector<Superblock>{};
+}
+
+// `pieces` even slabs along `axis` (the last axis of more than one block when -1).
+std::vector<Superblock> even_cut(const Launch& l, int64_t pieces, int devices) {
+  int axis = l.axis;
+  for (int a = l.grid.rank() - 1; axis < 0 && a >= 0; --a)
+    if (l.grid[a] > 1) axis = a;
+  if (axis < 0) return {Superblock{l.all, 0}};
+  const int64_t g = l.grid[axis], per = (g + pieces - 1) / pieces;
+  std::vector<Superblock> out;
+  for (int64_t lo = 0, k = 0; lo < g; lo += per, ++k) {
+    Rect r = l.all;
+    r.lo[axis] = lo, r.hi[axis] = std::min(g, lo + per);
+    out.push_back(Superblock{r, int(k * devices / pieces)});
+  }
+  return out;
+}
+
+std::size_t array_bytes(const plan::LaunchSpec& spec) {
+  std::size_t bytes = 0;
+  for (const plan::ArrayMeta* m : spec.arrays)
+    if (m) bytes += std::size_t(m->shape.volume()) * m->elem_size;
+  return bytes;
+}
+
+}  // namespace
+
+void Granularity::superblocks(plan::LaunchSpec& spec) {
+  spec.superblocks.clear();
+  if (grid_of(spec.threads, spec.block).volume() == 0) return;  // nothing to run
+  const Baseline& b = baseline();
+  const int devices = driver_.device_count();
+  const int64_t threads = grid_of(spec.threads, spec.block).volume() * spec.block.volume();
+  const auto est = driver_.costs().estimate(*spec.executable, threads / devices);
+  const double seconds =
+      est ? est->seconds_per_thread * double(threads) : double(array_bytes(spec)) / b.bandwidth;
+  const int64_t pieces = pieces_for(seconds, b.task_overhead, devices);
+  // The choice depends on the launch, the principal array's chunks and the pieces.
+  std::vector<int64_t> key{int64_t(reinterpret_cast<uintptr_t>(spec.executable.get())), pieces};
+  for (int a = 0; a < 3; ++a) key.push_back(spec.threads.get(a)), key.push_back(spec.block.get(a));
+  key.insert(key.end(), spec.int_scalars.begin(), spec.int_scalars.end());
+  const int param = principal(spec);
+  if (param >= 0)
+    for (const plan::ChunkMeta& c : spec.arrays[param]->chunks)
+      key.insert(key.end(), {c.owned.lo[0], c.owned.hi[0], c.device});
+  std::lock_guard lock(mutex_);
+  if (auto it = choices_.find(key); it != choices_.end()) {
+    spec.superblocks = it->second;
+    return;
+  }
+  Choice c = choose(spec, seconds, pieces);
+  report(
+      fmt::format("automatic work for `{}` over threads {}: {}; the launch takes about {} "
+                  "({}), {} a task on the host",
+                  spec.executable->name(), spec.threads.str(), c.why, us(seconds),
+                  est ? fmt::format("measured, {} tasks timed", est->samples)
+                      : "guessed from its arrays' bytes",
+                  us(b.task_overhead)));
+  if (choices_.size() > 4096) choices_.clear();
+  spec.superblocks = choices_[key] = std::move(c.superblocks);
+}
+
+Granularity::Choice Granularity::choose(const plan::LaunchSpec& spec, double seconds,
+                                        int64_t pieces) {
+  const int devices = driver_.device_count();
+  const double bytes = double(array_bytes(spec));
+  std::vector<Dim> shapes(spec.arrays.size());
+  for (std::size_t p = 0; p < spec.arrays.size(); ++p)
+    if (spec.arrays[p]) shapes[p] = spec.arrays[p]->shape;
+  Launch l{spec, grid_of(spec.threads, spec.block), Rect(), {}};
+  l.all = Rect::of_shape(l.grid);
+  l.bound = spec.annotation->bind(annotation::LaunchGeometry{spec.threads, spec.block},
+                                  spec.int_scalars, shapes);
+  l.param = principal(spec);
+  if (l.param >= 0) l.axis = row_axis(l);
+  std::vector<Superblock> chunked = l.axis >= 0 ? follow_chunks(l) : std::vector<Superblock>{};
+  const std::string name = l.param >= 0 ? (*spec.params)[l.param].name : "";
+  // Moving every array once over a link about an eighth of a device's memory bandwidth.
+  const double gain = seconds - seconds / double(pieces);
+  const double moves = bytes / (baseline_.bandwidth / 8);
+  if (int64_t(chunked.size()) >= pieces || (!chunked.empty() && gain <= moves)) {
+    std::string why = fmt::format("{} superblocks following `{}`'s chunks", chunked.size(), name);
+    return {std::move(chunked), std::move(why)};
+  }
+  if (pieces > 1 && gain > moves)
+    return {even_cut(l, pieces, devices),
+            fmt::format("{} even superblocks (the arrays' chunks are fewer, and moving the "
+                        "arrays costs less than the devices gain)",
+                        pieces)};
+  int device = 0;
+  if (l.param >= 0 && !spec.arrays[l.param]->chunks.empty())
+    device = spec.arrays[l.param]->chunks.front().device;
+  return {{Superblock{l.all, device}}, "one superblock"};
+}
+
+}  // namespace gridspan::runtime

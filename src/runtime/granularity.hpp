@@ -1,0 +1,76 @@
+// Automatic granularity (the DAHL post, made real): dist::automatic() and work::automatic()
+// choose chunk and superblock sizes from what the driver knows and what it measured: the
+// devices and their memory budgets, the host's cost per task and a device's bandwidth (both
+// measured once, the first time a choice is made), and each kernel's cost model (runtime/
+// cost.hpp). A kernel's first launch uses a guess from its arrays' bytes; later launches
+// re-split with its measured time. Every choice is logged at info (once per distinct
+// choice) and recorded in the trace.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gridspan/core/dtype.hpp"
+#include "gridspan/distribution/distribution.hpp"
+#include "plan/planner.hpp"
+
+namespace gridspan::runtime {
+
+class Driver;
+
+/// What the rules start from: measured, or set by GRIDSPAN_TASK_OVERHEAD_US and
+/// GRIDSPAN_DEVICE_BANDWIDTH (for runs that must choose the same every time).
+struct Baseline {
+  double task_overhead = 0;  // seconds of host time per task (planning, worker, launch)
+  double bandwidth = 0;      // bytes per second a device's memory-bound task moves
+  bool measured = false;     // false: both came from settings
+};
+
+class Granularity {
+ public:
+  /// Tasks should last at least this many times the per-task overhead (5% at most).
+  static constexpr double kOverheads = 20;
+  /// A chunk holds at most this part of the smallest device budget, so that a task's
+  /// chunks fit beside others' and transfers overlap kernels out of core.
+  static constexpr int64_t kBudgetParts = 8;
+
+  explicit Granularity(Driver& driver);
+  ~Granularity();
+
+  /// dist::automatic() for an array: rows over the devices, each chunk long enough that a
+  /// memory-bound pass over it outlasts the per-task overhead kOverheads times, at most
+  /// 1/kBudgetParts of the smallest budget, as many as the devices where the bytes allow,
+  /// rows aligned to what a block of 256 threads covers when it takes the last axis first.
+  DataDistribution distribution(DType dtype, const Dim& shape);
+  /// work::automatic() for a launch: fills `spec.superblocks` (see granularity.cpp).
+  void superblocks(plan::LaunchSpec& spec);
+  /// The overhead and bandwidth, measured on the first call.
+  const Baseline& baseline();
+
+ private:
+  struct Choice;
+  void measure(Baseline& b);
+  void measure_probe(Baseline& b);
+  Choice choose(const plan::LaunchSpec& spec, double seconds, int64_t pieces);
+  void report(const std::string& what);  // info log, once per text, and the trace
+
+  Driver& driver_;
+  std::mutex mutex_;  // guards what follows
+  Baseline baseline_;
+  bool have_baseline_ = false;
+  std::shared_ptr<const plan::Executable> probe_;
+  std::map<std::vector<int64_t>, std::vector<Superblock>> choices_;  // by launch and estimate
+  std::set<std::string> said_;
+  std::map<std::array<int64_t, 5>, int64_t> rows_;  // chunk rows by shape and element size
+};
+
+/// The devices' smallest memory budget (over every rank).
+std::size_t smallest_budget(const Driver& driver);
+
+}  // namespace gridspan::runtime

@@ -1,0 +1,242 @@
+// Automatic granularity: the cost model's samples, dist::automatic's cut from the rule and
+// the memory budget, work::automatic following the written array's chunks, re-splitting a
+// kernel whose measured time is worth more devices, and the same results as hand-chosen
+// distributions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "gridspan/gridspan.hpp"
+#include "runtime/driver.hpp"
+#include "support/devices.hpp"
+#include "support/random.hpp"
+
+namespace gridspan {
+namespace {
+
+namespace gs = gridspan;
+
+// 10 us a task and 1 GB/s: the rule gives p = floor(sqrt(T / (2 * 10 us))) pieces for a
+// pass of T = 4 bytes an element / 1 GB/s, at most the devices.
+gs::Config fixed(int devices) {
+  gs::Config c = test::quiet_config(devices);
+  c.task_overhead_us = 10;
+  c.device_bandwidth = 1000000000;
+  return c;
+}
+
+int64_t rule_pieces(int64_t elements, int devices) {
+  const double seconds = double(elements) * 4 / 1e9;
+  return std::clamp<int64_t>(int64_t(std::sqrt(seconds / 20e-6)), 1, devices);
+}
+
+template <class T>
+std::size_t chunks_of(const gs::Array<T>& a) {
+  return gs::detail::array_chunks(a.handle()).size();
+}
+
+const char* kScale = R"(
+__device__ void scale(dim3 blockIdx, int64_t n, float f, gridspan::Vector<float> out,
+                      const gridspan::Vector<float> in) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = f * in[i];
+}
+)";
+
+// Much arithmetic over few elements: what a cost model should spread over devices.
+const char* kHeavy = R"(
+__device__ void heavy(dim3 blockIdx, int64_t n, int64_t rounds, gridspan::Vector<float> out,
+                      const gridspan::Vector<float> in) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float x = in[i];
+  for (int64_t r = 0; r < rounds; ++r) x = x * 0.999f + 0.001f;
+  out[i] = x;
+}
+)";
+
+std::vector<float> random_floats(std::size_t n, uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(g);
+  return v;
+}
+
+TEST(Granularity, AutomaticDistributionFollowsTheRule) {
+  gs::Context ctx(fixed(2));
+  for (int64_t n : {1000, 20000, 100000, 1000000}) {
+    auto a = ctx.zeros<float>({n}, gs::dist::automatic());
+    EXPECT_EQ(chunks_of(a), std::size_t(rule_pieces(n, 2))) << n;
+    // One shape, one cut, whatever the dtype: kernels over both find their chunks aligned.
+    auto b = ctx.zeros<double>({n}, gs::dist::automatic());
+    EXPECT_EQ(gs::detail::array_chunks(a.handle())[0].owned,
+              gs::detail::array_chunks(b.handle())[0].owned);
+  }
+  // The array library's default is the same choice.
+  auto c = gs::zeros<float>(ctx, {100000});
+  EXPECT_EQ(chunks_of(c), 2u);
+}
+
+TEST(Granularity, AutomaticChunksFitAnEighthOfTheBudget) {
+  gs::Config cfg = fixed(2);
+  cfg.device_memory = 1 << 20;
+  gs::Context ctx(cfg);
+  auto a = ctx.zeros<float>({1 << 18, 2}, gs::dist::automatic());  // 2 MiB
+  const auto chunks = gs::detail::array_chunks(a.handle());
+  EXPECT_GE(chunks.size(), 16u);
+  for (const auto& c : chunks) EXPECT_LE(c.owned.volume() * 4, (1 << 20) / 8);
+}
+
+TEST(Granularity, AutomaticDistributionsAreChosenOnlyByAContext) {
+  EXPECT_THROW(gs::dist::automatic().chunks(gs::Dim{10}, 2), gs::ConfigError);
+  EXPECT_THROW(gs::work::automatic().superblocks(gs::Dim{10}, gs::Dim{2}, 2), gs::LaunchError);
+  EXPECT_TRUE(gs::dist::automatic().is_automatic());
+  EXPECT_FALSE(gs::dist::rows(4).is_automatic());
+}
+
+// On one device (a GPU where there is one: its timing events), superblocks of 2^20
+// threads, more blocks than a batch takes.
+TEST(Granularity, KernelCostsAreMeasured) {
+  gs::Context ctx(fixed(1));
+  auto k = ctx.compile(
+      gs::KernelDef::from_source(kScale, "scale").annotate("global i => write out[i], read in[i]"));
+  const int64_t n = 1 << 21;
+  auto in = ctx.from_vector<float>(random_floats(n, test::base_seed()), {n}, gs::dist::rows(n / 2));
+  auto out = ctx.zeros<float>({n}, gs::dist::rows(n / 2));
+  for (int r = 0; r < 12; ++r) k.launch({n}, {256}, gs::work::tiles({n / 2}), n, 2.0f, out, in);
+  ctx.synchronize();
+  const auto costs = ctx.kernel_costs();
+  const auto it = std::find_if(costs.begin(), costs.end(),
+                               [](const gs::KernelCost& c) { return c.kernel == "scale"; });
+  ASSERT_NE(it, costs.end());
+  EXPECT_EQ(it->threads, n / 2);
+  EXPECT_GE(it->samples, 10);  // 24 tasks: the first 10 and one in 16 after
+  EXPECT_GT(it->seconds, 0);
+  EXPECT_LT(it->seconds, 1.0);
+  std::printf("%s: %.1f us a task of %lld threads\n", ctx.backend_name().c_str(), it->seconds * 1e6,
+              static_cast<long long>(it->threads));
+  EXPECT_NEAR(it->bytes, double(n / 2) * 8, double(n / 2) * 8 * 0.1);  // two chunks a task
+}
+
+// work::automatic over arrays cut by hand: one superblock per chunk of the written array,
+// so nothing is copied, and the result is the hand-chosen launch's.
+TEST(Granularity, AutomaticWorkFollowsTheWrittenArraysChunks) {
+  gs::Context ctx(fixed(2));
+  auto k = ctx.compile(
+      gs::KernelDef::from_source(kScale, "scale").annotate("global i => write out[i], read in[i]"));
+  const int64_t n = 3000;
+  const auto values = random_floats(n, test::base_seed() + 1);
+  auto in = ctx.from_vector<float>(values, {n}, gs::dist::rows(512));
+  auto out = ctx.full<float>({n}, -777.0f, gs::dist::rows(512));  // poisoned
+  ctx.synchronize();
+  const uint64_t moved = ctx.stats().bytes_moved, tasks = ctx.stats().tasks;
+  k.launch({n}, {128}, gs::work::automatic(), n, 3.0f, out, in);
+  ctx.synchronize();
+  EXPECT_EQ(ctx.stats().bytes_moved, moved);  // every superblock used its chunks in place
+  EXPECT_GE(ctx.stats().tasks - tasks, 6u);   // one Execute per chunk at least
+  const auto got = out.to_vector();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], 3.0f * values[i]) << i;
+}
+
+// A 2-d launch whose y axis walks the rows (x the columns): the cut is along y.
+TEST(Granularity, AutomaticWorkFindsTheAxisAlongTheRows) {
+  const char* src = R"(
+__device__ void add2(dim3 blockIdx, int64_t rows, int64_t cols, gridspan::Matrix<float> out,
+                     const gridspan::Matrix<float> in) {
+  int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t y = int64_t(blockIdx.y) * blockDim.y + threadIdx.y;
+  if (x < cols && y < rows) out[y][x] = in[y][x] + 2.0f;
+}
+)";
+  gs::Context ctx(fixed(2));
+  auto k = ctx.compile(gs::KernelDef::from_source(src, "add2")
+                           .annotate("global [x, y] => write out[y, x], read in[y, x]"));
+  const int64_t rows = 96, cols = 40;
+  const auto values = random_floats(rows * cols, test::base_seed() + 2);
+  auto in = ctx.from_vector<float>(values, {rows, cols}, gs::dist::rows(32));
+  auto out = ctx.full<float>({rows, cols}, -777.0f, gs::dist::rows(32));
+  ctx.synchronize();
+  const uint64_t moved = ctx.stats().bytes_moved;
+  k.launch({cols, rows}, {8, 8}, gs::work::automatic(), rows, cols, out, in);
+  ctx.synchronize();
+  EXPECT_EQ(ctx.stats().bytes_moved, moved);
+  const auto got = out.to_vector();
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], values[i] + 2.0f) << i;
+}
+
+// A kernel over one chunk that computes much: its first launch stays on the chunk's device
+// (a guess from its bytes); once its time is measured, later launches spread over both.
+TEST(Granularity, MeasuredTimeSplitsAHeavyKernel) {
+  gs::Context ctx(fixed(2));
+  ctx.keep_plans(true);
+  auto k = ctx.compile(
+      gs::KernelDef::from_source(kHeavy, "heavy").annotate("global i => write out[i], read in[i]"));
+  const int64_t n = 4096, rounds = 20000;
+  const auto values = random_floats(n, test::base_seed() + 3);
+  auto in = ctx.from_vector<float>(values, {n}, gs::dist::centralized(0));
+  auto out = ctx.full<float>({n}, -777.0f, gs::dist::centralized(0));
+  auto executes = [&] {
+    const std::string dot = k.last_plan_dot();
+    std::size_t count = 0;
+    for (std::size_t at = dot.find("heavy"); at != std::string::npos;
+         at = dot.find("heavy", at + 1))
+      ++count;
+    return count;
+  };
+  k.launch({n}, {256}, gs::work::automatic(), n, rounds, out, in);
+  EXPECT_EQ(executes(), 1u);
+  ctx.synchronize();
+  k.launch({n}, {256}, gs::work::automatic(), n, rounds, out, in);
+  EXPECT_EQ(executes(), 2u);
+  const auto got = out.to_vector();
+  for (int64_t i = 0; i < n; ++i) {
+    float x = values[i];
+    for (int64_t r = 0; r < rounds; ++r) x = x * 0.999f + 0.001f;
+    ASSERT_NEAR(got[i], x, 1e-4f * std::max(1.0f, std::abs(x))) << i;
+  }
+}
+
+// Unset, the overhead and bandwidth are measured once per machine, with the probe, when
+// first needed, and kept in the cache folder: a later context reads them (and so chooses as
+// the first did) without the probe.
+TEST(Granularity, TheBaselineIsMeasuredOnceAndKept) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("gridspan-granularity-" + std::to_string(test::base_seed()));
+  std::filesystem::remove_all(dir);
+  gs::Config c = test::quiet_config(1);
+  c.cache_dir = dir.string();
+  auto probed = [](const gs::Context& ctx) {
+    const auto costs = ctx.kernel_costs();
+    return std::any_of(costs.begin(), costs.end(),
+                       [](const gs::KernelCost& k) { return k.kernel == "gs_granularity_probe"; });
+  };
+  double overhead = 0, bandwidth = 0;
+  {
+    gs::Context ctx(c);
+    const auto& b = gs::detail::context_driver(ctx)->granularity().baseline();
+    EXPECT_TRUE(b.measured);
+    EXPECT_GT(b.task_overhead, 1e-8);
+    EXPECT_LT(b.task_overhead, 1e-2);
+    EXPECT_GT(b.bandwidth, 1e7);
+    EXPECT_LT(b.bandwidth, 1e14);
+    std::printf("measured: %.2f us a task, %.2f GB/s\n", b.task_overhead * 1e6, b.bandwidth * 1e-9);
+    EXPECT_TRUE(probed(ctx));
+    EXPECT_EQ(ctx.stats().launches, 0u);  // the probe's launches are not the program's
+    overhead = b.task_overhead, bandwidth = b.bandwidth;
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir / "granularity"));
+  {
+    gs::Context ctx(c);
+    const auto& b = gs::detail::context_driver(ctx)->granularity().baseline();
+    EXPECT_NEAR(b.task_overhead, overhead, overhead * 1e-6);
+    EXPECT_NEAR(b.bandwidth, bandwidth, bandwidth * 1e-6);
+    EXPECT_FALSE(probed(ctx));
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gridspan
