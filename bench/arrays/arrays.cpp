@@ -40,6 +40,13 @@ std::vector<float> random_floats(int64_t n, uint64_t seed) {
   return v;
 }
 
+int chunks = 0;  // --chunks: the inputs' chunks (0: dist::automatic)
+
+// The inputs' distribution over `rows` rows: --chunks of them, or gridspan's choice.
+gs::DataDistribution dist_for(int64_t rows) {
+  return chunks > 0 ? gs::dist::rows((rows + chunks - 1) / chunks) : gs::dist::automatic();
+}
+
 struct Timing {
   double call_ms;
   double wall_us;
@@ -67,9 +74,9 @@ void report(gs::Context& ctx, const char* bench, int64_t n, double bytes, Timing
   std::printf(
       "{\"library\": \"gridspan\", \"bench\": \"%s\", \"n\": %lld, \"gpu_ms\": %.6f, "
       "\"wall_us_per_call\": %.3f, \"bytes\": %.0f, \"gbps\": %.3f, \"backend\": \"%s\", "
-      "\"devices\": %d}\n",
+      "\"devices\": %d, \"chunks\": %d}\n",
       bench, static_cast<long long>(n), t.call_ms, t.wall_us, bytes, bytes / t.call_ms / 1e6,
-      ctx.backend_name().c_str(), ctx.device_count());
+      ctx.backend_name().c_str(), ctx.device_count(), chunks);
   std::fflush(stdout);
 }
 
@@ -98,7 +105,7 @@ void check(const char* bench, const std::vector<float>& got, const std::vector<d
 void run_sums(gs::Context& ctx, const std::vector<float>& av, int64_t n, int reps) {
   double total = 0;
   for (float x : av) total += x;
-  auto a = ctx.from_vector(av, {n});
+  auto a = ctx.from_vector(av, {n}, dist_for(n));
   const float got = gs::sum(a).item();
   if (std::abs(got - total) > 1e-4 * std::max(1.0, std::sqrt(double(n)))) {
     std::fprintf(stderr, "bench_arrays: sum is wrong (%g, want %g)\n", got, total);
@@ -109,7 +116,7 @@ void run_sums(gs::Context& ctx, const std::vector<float>& av, int64_t n, int rep
   timed(ctx, "sum_all", n, n * f, reps, [&] { out = gs::sum(a); });
   const int64_t row = 4096;
   if (n < 2 * row) return;
-  auto a2 = ctx.from_vector(av, {n / row, row});
+  auto a2 = ctx.from_vector(av, {n / row, row}, dist_for(n / row));
   const float r0 = gs::sum(a2, 1).to_vector()[0], c0 = gs::sum(a2, 0).to_vector()[0];
   double want_r = 0, want_c = 0;
   for (int64_t j = 0; j < row; ++j) want_r += av[j];
@@ -143,19 +150,20 @@ void check_scan(const char* bench, const std::vector<float>& got, const std::vec
 void run_scans(gs::Context& ctx, const std::vector<float>& av, int64_t n, int reps) {
   const double f = sizeof(float);
   gs::Array<float> out;
-  auto a = ctx.from_vector(av, {n});
+  auto a = ctx.from_vector(av, {n}, dist_for(n));
   check_scan("cumsum_all", gs::cumsum(a).to_vector(), av, n);
   timed(ctx, "cumsum_all", n, 2 * n * f, reps, [&] { out = gs::cumsum(a); });
   const int64_t row = 4096;
   if (n < 2 * row) return;
-  auto a2 = ctx.from_vector(av, {n / row, row});
+  auto a2 = ctx.from_vector(av, {n / row, row}, dist_for(n / row));
   check_scan("cumsum_last", gs::cumsum(a2, 1).to_vector(), av, row);
   timed(ctx, "cumsum_last", n, 2 * n * f, reps, [&] { out = gs::cumsum(a2, 1); });
 }
 
 void run_size(gs::Context& ctx, int64_t n, int reps) {
   const auto av = random_floats(n, 1), bv = random_floats(n, 2), cv = random_floats(n, 3);
-  auto a = ctx.from_vector(av, {n}), b = ctx.from_vector(bv, {n}), c = ctx.from_vector(cv, {n});
+  auto a = ctx.from_vector(av, {n}, dist_for(n)), b = ctx.from_vector(bv, {n}, dist_for(n)),
+       c = ctx.from_vector(cv, {n}, dist_for(n));
   const int64_t sample = std::min<int64_t>(n, 1 << 16);
   auto first = [&](const gs::Array<float>& x) {
     auto v = x.to_vector();
@@ -417,6 +425,10 @@ int main(int argc, char** argv) {
   app.add_flag("--gpt2", gpt2, "time a GPT-2-style block on (2^k tokens, 768) instead");
   app.add_option("--reps", reps, "timed calls per figure");
   app.add_option("--only", only, "time these figures only (copy, add, chain_fused, sum_all ...)");
+  app.add_option("--chunks", chunks,
+                 "the elementwise, sum and scan inputs in this many row chunks (default: "
+                 "dist::automatic, gridspan's choice)")
+      ->check(CLI::Range(0, 4096));
   CLI11_PARSE(app, argc, argv);
   return gs::run(argc, argv, [&](gs::Context& ctx) {
     for (int k : sizes) {

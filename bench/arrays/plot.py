@@ -62,12 +62,17 @@ def svg(bench, lines):
         out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
         for x, y in pts:
             out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}"/>')
-        ly = TOP + 20 * i + 10
-        out.append(f'<line x1="{W - RIGHT + 10}" x2="{W - RIGHT + 30}" y1="{ly}" y2="{ly}" '
-                   f'stroke="{colour}" stroke-width="2"/>')
-        out.append(f'<text x="{W - RIGHT + 35}" y="{ly + 4}">{label}</text>')
+        legend_entry(out, i, label, colour)
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+def legend_entry(out, i, label, colour, width=W):
+    """The i-th line of the legend right of the plot of `width`."""
+    ly = TOP + 20 * i + 10
+    out.append(f'<line x1="{width - RIGHT + 10}" x2="{width - RIGHT + 30}" y1="{ly}" y2="{ly}" '
+               f'stroke="{colour}" stroke-width="2"/>')
+    out.append(f'<text x="{width - RIGHT + 35}" y="{ly + 4}">{label}</text>')
 
 
 def main():

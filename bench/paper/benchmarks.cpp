@@ -228,6 +228,7 @@ Spec hotspot(int s, std::mt19937_64& g) {
   p.arrays = {{"a", DType::f32, gs::Dim{rows, cols}, slab, {}, gpu_real(g, 320, 340)},
               {"b", DType::f32, gs::Dim{rows, cols}, slab, {}},
               {"power", DType::f32, gs::Dim{rows, cols}, tiles, {}, gpu_real(g, 0, 0.01)}};
+  p.arrays[0].halo = p.arrays[1].halo = gs::Dim{1, 0};
   for (int it = 0; it < 10; ++it) {
     p.steps.push_back({"hotspot",
                        gs::Dim{cols, rows},

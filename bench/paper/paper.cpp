@@ -53,9 +53,9 @@ using AnyArray =
     std::variant<gs::Array<float>, gs::Array<double>, gs::Array<int32_t>, gs::Array<uint32_t>>;
 
 // `pieces`: what the spec's distributions divide the data by (the GPU count, times a
-// finer split for out-of-core runs).
+// finer split for out-of-core runs); 0: gridspan chooses (dist::automatic, work::automatic).
 AnyArray create(gs::Context& ctx, const ArraySpec& a, int pieces) {
-  const gs::DataDistribution dist = a.dist(pieces);
+  const gs::DataDistribution dist = pieces > 0 ? a.dist(pieces) : gs::dist::automatic(a.halo);
   switch (a.dtype) {
     case DType::f32:
       return ctx.empty<float>(a.shape, dist);
@@ -89,12 +89,13 @@ void generate(gs::Context& ctx, std::map<std::string, gs::Kernel>& kernels, cons
   if (!kernels.count(fn))
     kernels[fn] = ctx.compile(gs::KernelDef::from_source(generator_source(), fn)
                                   .annotate(generator_annotation(a.shape.rank())));
-  const GeneratorLaunch l = generator_launch(a, pieces);
+  const GeneratorLaunch l = generator_launch(a, std::max(pieces, 1));
   std::vector<gs::detail::LaunchArg> args;
   for (const auto& v : l.scalars)
     std::visit([&](const auto& x) { args.push_back(gs::detail::make_arg(x)); }, v);
   args.push_back(array_arg(arr));
-  kernels[fn].launch_packed(l.threads, l.block, gs::work::tiles(l.superblock), args);
+  kernels[fn].launch_packed(
+      l.threads, l.block, pieces > 0 ? gs::work::tiles(l.superblock) : gs::work::automatic(), args);
 }
 
 // 1, or the MPI ranks when run under mpirun (rank 0 runs the benchmarks over all of them).
@@ -103,9 +104,9 @@ int mpi_ranks() {
 }
 
 // `per_gpu`: chunks and superblocks per GPU (out-of-core runs stream finer pieces, so that
-// part of the data stays resident between sweeps). `one_process`: under mpirun, rank 0 alone with
-// `gpus` GPUs (the others wait). `backend` "cpu": `gpus` virtual cpu devices instead
-// (GRIDSPAN_CPU_THREADS threads each).
+// part of the data stays resident between sweeps); 0: gridspan chooses them. `one_process`: under
+// mpirun, rank 0 alone with `gpus` GPUs (the others wait). `backend` "cpu": `gpus` virtual cpu
+// devices instead (GRIDSPAN_CPU_THREADS threads each).
 Timing run_gridspan(const Spec& spec, const std::string& backend, int gpus,
                     std::size_t device_memory, int runs, int per_gpu, bool one_process = false) {
   gs::Config c = gs::Config::from_env();
@@ -153,7 +154,8 @@ Timing run_gridspan(const Spec& spec, const std::string& backend, int gpus,
               arg);
         }
       }
-      kernels.at(s.kernel).launch_packed(s.threads, s.block, s.work(gpus * per_gpu), args);
+      kernels.at(s.kernel).launch_packed(
+          s.threads, s.block, per_gpu > 0 ? s.work(gpus * per_gpu) : gs::work::automatic(), args);
     }
   };
   auto spilled = [&] {
@@ -453,6 +455,74 @@ std::vector<int> parse_ints(const std::string& text) {
   return out;
 }
 
+// ---- the granularity sweep (issue 17) -----------------------------------------------------
+//
+// One benchmark at one size on `gpus` devices with hand-chosen chunks and superblocks per
+// device (each of `per_gpu`), Dask's rule (chunks of 128 MiB of the largest array), Legate's
+// (a piece per device only above 2^20 elements a piece) and gridspan's own choice: the
+// best of `runs` timed runs each, the results checked against the first variant's.
+struct Variant {
+  std::string label;
+  int devices;
+  int per_gpu;  // 0: automatic
+};
+
+std::vector<Variant> sweep_variants(const Spec& spec, int gpus, const std::vector<int>& per_gpu) {
+  std::size_t largest = 0;
+  int64_t elements = 0;
+  for (const auto& a : spec.arrays)
+    if (a.bytes() > largest) largest = a.bytes(), elements = a.shape.volume();
+  std::vector<Variant> out;
+  for (int p : per_gpu) out.push_back({fmt::format("{}", p), gpus, p});
+  // Dask: chunks of 128 MiB; Legate: one piece per device of at least 2^20 elements, on
+  // as many devices as that gives.
+  const int64_t dask = std::max<int64_t>(1, (int64_t(largest) + (int64_t(128) << 20) - 1) >> 27);
+  out.push_back({fmt::format("dask {}", dask), gpus,
+                 int(std::clamp<int64_t>((dask + gpus - 1) / gpus, 1, 64))});
+  const int64_t legate = std::clamp<int64_t>(elements >> 20, 1, gpus);
+  out.push_back({fmt::format("legate {}", legate), int(legate), 1});
+  out.push_back({"automatic", gpus, 0});
+  return out;
+}
+
+nlohmann::json sweep_one(const Spec& spec, const std::string& backend, int gpus, int runs,
+                         const std::vector<int>& per_gpu, bool ooc) {
+  if (ooc && !spec.no_out_of_core.empty()) {
+    fmt::print("sweep {:<12} {:<22} out of core: n/a ({})\n", spec.name, spec.size_label,
+               spec.no_out_of_core);
+    return nlohmann::json::array();
+  }
+  // Out of core: each device holds half of the data.
+  const std::size_t memory = ooc ? spec.bytes() / 2 / std::size_t(gpus) : 0;
+  nlohmann::json rows = nlohmann::json::array();
+  std::vector<unsigned char> first;
+  for (const Variant& v : sweep_variants(spec, gpus, per_gpu)) {
+    nlohmann::json row = {{"bench", spec.name},   {"size", spec.size_label}, {"variant", v.label},
+                          {"per_gpu", v.per_gpu}, {"device_memory", memory}, {"gpus", v.devices}};
+    Timing t;
+    try {
+      t = run_gridspan(spec, backend, v.devices, memory, runs, v.per_gpu);
+    } catch (const std::exception& e) {  // a hand choice whose chunks do not fit
+      fmt::print("sweep {:<12} {:<22} {:>14} failed: {}\n", spec.name, spec.size_label, v.label,
+                 e.what());
+      row["error"] = e.what();
+      rows.push_back(row);
+      continue;
+    }
+    const double best = *std::min_element(t.runs.begin(), t.runs.end());
+    if (first.empty()) first = t.output;
+    const std::string check = compare(spec, t.output, first);
+    fmt::print("sweep {:<12} {:<22} {:>14} {:>10.5f} s {:>12.4g} {}  {}\n", spec.name,
+               spec.size_label, v.label, best, spec.items / best, spec.unit, check);
+    row.update({{"best_s", best},
+                {"runs_s", t.runs},
+                {"throughput", spec.items / best},
+                {"check", check}});
+    rows.push_back(row);
+  }
+  return rows;
+}
+
 // The generators through gridspan on 3 cpu devices, against the host's values: every rank
 // and kind, shapes that do not divide evenly.
 int check_generators_on_cpu() {
@@ -515,6 +585,7 @@ struct Options {
   bool ooc = false;
   int pieces = 1, ooc_split = 4;
   bool dry = false, check_generators = false, skip_cuda = false;
+  std::string sweep;  // chunks a device to sweep, beside automatic, Dask's and Legate's rules
 };
 int bench_main(const Options& o);
 
@@ -545,6 +616,11 @@ int main(int argc, char** argv) {
   app.add_option("--backend", o.backend,
                  "cpu: gridspan on virtual cpu devices (--gpus counts them), no plain CUDA run")
       ->check(CLI::IsMember({"cuda", "cpu"}));
+  app.add_option("--sweep", o.sweep,
+                 "instead of the comparison with plain CUDA: throughput with these chunks and "
+                 "superblocks a device (\"1,2,4,8\"), Dask's and Legate's rules and "
+                 "work::automatic/dist::automatic, on the first of --gpus (with --out-of-core: "
+                 "each device's memory at half of its share of the data)");
   CLI11_PARSE(app, argc, argv);
   // Under mpirun the other ranks serve rank 0's runs; every rank returns its code.
   return gridspan::run_program([&] { return bench_main(o); });
@@ -552,7 +628,7 @@ int main(int argc, char** argv) {
 
 int bench_main(const Options& o) {
   const auto& [which, sizes, gpus, json_path, backend, runs, ooc, pieces, ooc_split, dry,
-               check_generators, skip_cuda_flag] = o;
+               check_generators, skip_cuda_flag, sweep] = o;
   const bool skip_cuda = skip_cuda_flag || backend == "cpu";
   const char* device_word = backend == "cpu" ? "cpu device" : "GPU";
   using namespace gridspan::bench;
@@ -599,6 +675,16 @@ int bench_main(const Options& o) {
     } else {
       std::stringstream ss(which);
       for (std::string n; std::getline(ss, n, ',');) names.push_back(n);
+    }
+    if (!sweep.empty()) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (const auto& name : names)
+        for (int s : parse_ints(sizes))
+          for (auto& r : sweep_one(make_spec(name, s, 1234 + uint64_t(s)), backend,
+                                   parse_ints(gpus).front(), runs, parse_ints(sweep), ooc))
+            rows.push_back(r);
+      if (!json_path.empty()) std::ofstream(json_path) << rows.dump(1);
+      return 0;
     }
     // The plain CUDA program's GPU (and the copy bandwidths), unless it is not run.
     std::optional<Direct> gpu;

@@ -36,6 +36,7 @@ struct ArraySpec {
   std::function<gs::DataDistribution(int pieces)> dist;
   std::vector<unsigned char> init;  // host data (row-major); empty: left uninitialised
   Generator gen;                    // or made on the GPU
+  gs::Dim halo;  // what a kernel reads beyond a chunk's rows (given to dist::automatic)
   std::size_t bytes() const { return std::size_t(shape.volume()) * dtype_size(dtype); }
 };
 

@@ -78,6 +78,10 @@ class Device {
   /// there, not here). A synchronous device's works end with their reports: the default waits
   /// for nothing.
   virtual void wait_queued() {}
+  /// A synchronous device: whether submitted works wait for an executor. Its executor then
+  /// queues the work it releases behind them instead of running it at once (see
+  /// Worker::process). The default: none wait.
+  virtual bool has_queued() const { return false; }
   /// For a host thread about to wait: works submitted here that the device has not begun
   /// yet (a GPU whose launch thread has not queued them) are begun on the calling thread,
   /// whose caches hold them, instead of being handed over; called at every host wait, even

@@ -191,13 +191,15 @@ DataDistribution custom(std::string name, DataDistribution::Fn fn) {
   return DataDistribution("custom(" + name + ")", std::move(fn));
 }
 
-DataDistribution automatic() {
-  DataDistribution d("automatic", [](const Dim&, int) -> std::vector<ChunkSpec> {
+DataDistribution automatic(Dim halo) {
+  const std::string name = halo.rank() ? fmt::format("automatic({})", halo.str()) : "automatic";
+  DataDistribution d(name, [](const Dim&, int) -> std::vector<ChunkSpec> {
     throw ConfigError(
         "dist::automatic() is chosen by the Context that creates the array (from its devices "
         "and measurements); ask the Context for the array, not the distribution for chunks");
   });
   d.automatic_ = true;
+  d.halo_ = halo;
   return d;
 }
 

@@ -108,7 +108,7 @@ std::shared_ptr<plan::ArrayMeta> Driver::create_array(DType dtype, const Dim& sh
   meta->elem_size = dtype_size(dtype);
   meta->shape = shape;
   const DataDistribution& chosen =
-      dist.is_automatic() ? granularity().distribution(dtype, shape) : dist;
+      dist.is_automatic() ? granularity().distribution(dtype, shape, dist.automatic_halo()) : dist;
   for (const ChunkSpec& c : chosen.chunks(shape, device_count()))
     meta->chunks.push_back(plan::ChunkMeta{0, c.region, c.owned, c.device});
   std::lock_guard<std::mutex> lock(mutex_);

@@ -232,13 +232,28 @@ void Granularity::report(const std::string& what) {
   }
 }
 
-DataDistribution Granularity::distribution(DType dtype, const Dim& shape) {
+DataDistribution Granularity::distribution(DType dtype, const Dim& shape, const Dim& halo) {
+  if (halo.rank() != 0 && halo.rank() != shape.rank())
+    throw ConfigError(
+        fmt::format("dist::automatic: the halo {} must have the array's rank {} "
+                    "(shape {})",
+                    halo.str(), shape.rank(), shape.str()));
   if (shape.rank() == 0) return dist::centralized(0);
+  const int64_t per = rows_per_chunk(dtype, shape);
+  // Blocked: arrays of one row count cut into different numbers of chunks still find their
+  // rows on the same device.
+  if (halo.rank() == 0) return dist::rows(per).blocked();
+  Dim chunk = shape;
+  chunk[0] = per;
+  return dist::stencil(chunk, halo).blocked();
+}
+
+int64_t Granularity::rows_per_chunk(DType dtype, const Dim& shape) {
   const std::array<int64_t, 5> key{shape.rank(), shape[0], shape.get(1), shape.get(2),
                                    int64_t(dtype_size(dtype))};
   {
     std::lock_guard lock(mutex_);
-    if (auto it = rows_.find(key); it != rows_.end()) return dist::rows(it->second);
+    if (auto it = rows_.find(key); it != rows_.end()) return it->second;
   }
   const Baseline& b = baseline();
   const int64_t rows = std::max<int64_t>(shape[0], 1);
@@ -262,7 +277,7 @@ DataDistribution Granularity::distribution(DType dtype, const Dim& shape) {
       "about {} against {} a task, at most 1/{} of a device's memory a chunk",
       dtype_name(dtype), shape.str(), per, (rows + per - 1) / per, us(seconds), us(b.task_overhead),
       kBudgetParts));
-  return dist::rows(per);
+  return per;
 }
 
 // ---- work::automatic ------------------------------------------------------------------------
@@ -305,19 +320,21 @@ bool writes(annotation::Mode m) {
   return m == M::write || m == M::readwrite || m == M::overwrite;
 }
 
-// The written array of most bytes, else the read one.
-int principal(const plan::LaunchSpec& spec) {
-  int best = -1;
-  std::pair<bool, std::size_t> most{false, 0};
+// The arrays a launch's superblocks may follow, most bytes first (the one that moves most
+// stays in place), written before read among equals; reduced and atomic ones never.
+std::vector<int> candidates(const plan::LaunchSpec& spec) {
+  std::vector<std::tuple<std::size_t, bool, int>> found;
   for (const annotation::Access& a : spec.annotation->modes()) {
     const plan::ArrayMeta* m = spec.arrays[a.param];
     if (!m || m->shape.rank() == 0 || a.mode == annotation::Mode::reduce ||
         a.mode == annotation::Mode::atomic)
       continue;
-    const std::pair<bool, std::size_t> key{writes(a.mode), m->shape.volume() * m->elem_size};
-    if (best < 0 || key > most) best = a.param, most = key;
+    found.emplace_back(m->shape.volume() * m->elem_size, writes(a.mode), a.param);
   }
-  return best;
+  std::sort(found.begin(), found.end(), std::greater<>());
+  std::vector<int> out;
+  for (const auto& f : found) out.push_back(std::get<2>(f));
+  return out;
 }
 
 // The highest thread axis whose first slab of blocks reaches only part of the array's rows.
@@ -356,14 +373,21 @@ std::vector<Superblock> follow_chunks(const Launch& l) {
     }
     return lo;
   };
+  // A slab whose rows cross a chunk boundary (blocks that do not divide the chunks) is a
+  // superblock of its own: only it assembles a temporary.
   std::vector<Superblock> out;
   int64_t from = 0;
   for (std::size_t j = 0; j < chunks.size(); ++j) {
     const int64_t to = j + 1 < chunks.size() ? first_at(chunks[j + 1].owned.lo[0]) : g;
     if (to <= from) continue;
-    Superblock sb{l.slab(from, to), chunks[j].device};
-    if (!chunks[j].owned.contains(l.region(sb.blocks))) return {};
-    out.push_back(sb);
+    int64_t end = to;
+    if (!chunks[j].owned.contains(l.region(l.slab(to - 1, to)))) --end;
+    if (end > from) {
+      Superblock sb{l.slab(from, end), chunks[j].device};
+      if (!chunks[j].owned.contains(l.region(sb.blocks))) return {};
+      out.push_back(sb);
+    }
+    if (end < to) out.push_back(Superblock{l.slab(end, to), chunks[j].device});
     from = to;
   }
   return from == g ? out : std::vector<Superblock>{};
@@ -404,12 +428,17 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
   const double seconds =
       est ? est->seconds_per_thread * double(threads) : double(array_bytes(spec)) / b.bandwidth;
   const int64_t pieces = pieces_for(seconds, b.task_overhead, devices);
-  // The choice depends on the launch, the principal array's chunks and the pieces.
-  std::vector<int64_t> key{int64_t(reinterpret_cast<uintptr_t>(spec.executable.get())), pieces};
+  // Splitting pays when the devices gain more than moving every array once costs, over a
+  // link about an eighth of a device's memory bandwidth.
+  const bool worth =
+      seconds - seconds / double(pieces) > double(array_bytes(spec)) / (b.bandwidth / 8);
+  // The choice depends on the launch, the principal array's chunks, the pieces and whether
+  // moving data pays.
+  std::vector<int64_t> key{int64_t(reinterpret_cast<uintptr_t>(spec.executable.get())), pieces,
+                           worth};
   for (int a = 0; a < 3; ++a) key.push_back(spec.threads.get(a)), key.push_back(spec.block.get(a));
   key.insert(key.end(), spec.int_scalars.begin(), spec.int_scalars.end());
-  const int param = principal(spec);
-  if (param >= 0)
+  for (int param : candidates(spec))
     for (const plan::ChunkMeta& c : spec.arrays[param]->chunks)
       key.insert(key.end(), {c.owned.lo[0], c.owned.hi[0], c.device});
   std::lock_guard lock(mutex_);
@@ -417,7 +446,7 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
     spec.superblocks = it->second;
     return;
   }
-  Choice c = choose(spec, seconds, pieces);
+  Choice c = choose(spec, pieces, worth);
   report(
       fmt::format("automatic work for `{}` over threads {}: {}; the launch takes about {} "
                   "({}), {} a task on the host",
@@ -429,10 +458,8 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
   spec.superblocks = choices_[key] = std::move(c.superblocks);
 }
 
-Granularity::Choice Granularity::choose(const plan::LaunchSpec& spec, double seconds,
-                                        int64_t pieces) {
+Granularity::Choice Granularity::choose(const plan::LaunchSpec& spec, int64_t pieces, bool worth) {
   const int devices = driver_.device_count();
-  const double bytes = double(array_bytes(spec));
   std::vector<Dim> shapes(spec.arrays.size());
   for (std::size_t p = 0; p < spec.arrays.size(); ++p)
     if (spec.arrays[p]) shapes[p] = spec.arrays[p]->shape;
@@ -440,18 +467,19 @@ Granularity::Choice Granularity::choose(const plan::LaunchSpec& spec, double sec
   l.all = Rect::of_shape(l.grid);
   l.bound = spec.annotation->bind(annotation::LaunchGeometry{spec.threads, spec.block},
                                   spec.int_scalars, shapes);
-  l.param = principal(spec);
-  if (l.param >= 0) l.axis = row_axis(l);
+  for (int p : candidates(spec)) {  // the first with a thread axis along its rows
+    l.param = p;
+    l.axis = row_axis(l);
+    if (l.axis >= 0) break;
+  }
+  if (l.axis < 0 && !candidates(spec).empty()) l.param = candidates(spec).front();
   std::vector<Superblock> chunked = l.axis >= 0 ? follow_chunks(l) : std::vector<Superblock>{};
   const std::string name = l.param >= 0 ? (*spec.params)[l.param].name : "";
-  // Moving every array once over a link about an eighth of a device's memory bandwidth.
-  const double gain = seconds - seconds / double(pieces);
-  const double moves = bytes / (baseline_.bandwidth / 8);
-  if (int64_t(chunked.size()) >= pieces || (!chunked.empty() && gain <= moves)) {
+  if (int64_t(chunked.size()) >= pieces || (!chunked.empty() && !worth)) {
     std::string why = fmt::format("{} superblocks following `{}`'s chunks", chunked.size(), name);
     return {std::move(chunked), std::move(why)};
   }
-  if (pieces > 1 && gain > moves)
+  if (pieces > 1 && worth)
     return {even_cut(l, pieces, devices),
             fmt::format("{} even superblocks (the arrays' chunks are fewer, and moving the "
                         "arrays costs less than the devices gain)",

@@ -37,8 +37,10 @@ class Granularity {
   /// Tasks should last at least this many times the per-task overhead (5% at most).
   static constexpr double kOverheads = 20;
   /// A chunk holds at most this part of the smallest device budget, so that a task's
-  /// chunks fit beside others' and transfers overlap kernels out of core.
-  static constexpr int64_t kBudgetParts = 8;
+  /// chunks (a kernel takes several arrays) fit beside others' and transfers overlap
+  /// kernels out of core: on one H200 with half of the data resident, 32 pieces were best
+  /// for every paper benchmark and 8 up to 2.4x slower (docs/PERFORMANCE.md, issue 17).
+  static constexpr int64_t kBudgetParts = 32;
 
   explicit Granularity(Driver& driver);
   ~Granularity();
@@ -47,7 +49,8 @@ class Granularity {
   /// memory-bound pass over it outlasts the per-task overhead kOverheads times, at most
   /// 1/kBudgetParts of the smallest budget, as many as the devices where the bytes allow,
   /// rows aligned to what a block of 256 threads covers when it takes the last axis first.
-  DataDistribution distribution(DType dtype, const Dim& shape);
+  /// With a `halo`, each chunk widened by it (dist::stencil of the same rows).
+  DataDistribution distribution(DType dtype, const Dim& shape, const Dim& halo = Dim());
   /// work::automatic() for a launch: fills `spec.superblocks` (see granularity.cpp).
   void superblocks(plan::LaunchSpec& spec);
   /// The overhead and bandwidth, measured on the first call.
@@ -57,8 +60,9 @@ class Granularity {
   struct Choice;
   void measure(Baseline& b);
   void measure_probe(Baseline& b);
-  Choice choose(const plan::LaunchSpec& spec, double seconds, int64_t pieces);
-  void report(const std::string& what);  // info log, once per text, and the trace
+  Choice choose(const plan::LaunchSpec& spec, int64_t pieces, bool worth);
+  int64_t rows_per_chunk(DType dtype, const Dim& shape);  // memoized per shape and size
+  void report(const std::string& what);                   // info log, once per text, and the trace
 
   Driver& driver_;
   std::mutex mutex_;  // guards what follows

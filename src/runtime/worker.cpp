@@ -431,7 +431,10 @@ void Worker::scheduler_loop() {
 // Runs ready tasks until none is left: inline tasks here; device tasks are admitted,
 // staged and handed to their device or, when `here` is that device's executor thread, run
 // right here, so a finished task's successors continue on the same thread without a
-// hand-off.
+// hand-off. Those run after the ready tasks of other devices have been handed on, and go
+// behind the works other threads queued for this device before: a thread that ran its own
+// first would keep the others idle for as long (two devices splitting one launch would
+// take turns).
 void Worker::process(std::deque<Node*>& work, int here) {
   std::unique_lock<AdaptiveMutex> lock(mutex_);
   process(work, here, lock);
@@ -442,12 +445,24 @@ void Worker::process(std::deque<Node*>& work, int here, std::unique_lock<Adaptiv
   Scratch<std::vector<Node*>> staged_batch;  // staged kernels of one launch, one submission
   std::vector<Node*>& batch = *staged_batch;
   std::vector<Node*> copying;  // deferred: their staging copies data (allocates only then)
-  while (!work.empty() || !batch.empty() || !copying.empty()) {
+  std::deque<Node*> mine;      // staged for this thread, after the others' tasks
+  while (!work.empty() || !batch.empty() || !copying.empty() || !mine.empty()) {
     // Launching a batch may release more work.
     if (!batch.empty() && (work.empty() || !joins(*batch.front(), *work.front(), batch.size())))
       launch_batch(batch, lock, work);
-    if (work.empty()) {
+    if (work.empty() && !copying.empty()) {
       take_back_deferred(copying, work);
+      continue;
+    }
+    if (work.empty()) {
+      if (!mine.empty()) {
+        Node* node = mine.front();
+        mine.pop_front();
+        if (devices_[here]->has_queued())
+          launch(node, lock, work);
+        else
+          run_here(node, lock, work);
+      }
       continue;
     }
     Node* node = work.front();
@@ -477,8 +492,13 @@ void Worker::process(std::deque<Node*>& work, int here, std::unique_lock<Adaptiv
       continue;
     }
     mark_held(*node);
-    if (node->task.device == here && !devices_[here]->asynchronous())
+    const bool ours = node->task.device == here && !devices_[here]->asynchronous();
+    if (ours && devices_[here]->has_queued())
+      launch(node, lock, work);
+    else if (ours && mine.empty() && !for_others(work, here))
       run_here(node, lock, work);
+    else if (ours)
+      mine.push_back(node);
     else if (batchable(*node) && !defers_on(copying, node->task.device))
       batch.push_back(node);
     else
@@ -507,6 +527,12 @@ void Worker::take_back_deferred(std::vector<Node*>& deferred, std::deque<Node*>&
 bool Worker::defers_on(const std::vector<Node*>& deferred, int dev) {
   return std::any_of(deferred.begin(), deferred.end(),
                      [dev](const Node* n) { return n->task.device == dev; });
+}
+
+// Whether one of `work` is for another device than `here`.
+bool Worker::for_others(const std::deque<Node*>& work, int here) {
+  return std::any_of(work.begin(), work.end(),
+                     [here](const Node* n) { return n->task.device != here; });
 }
 
 // Whether `node` uses a chunk one of `others` uses. Ready tasks that share a chunk are

@@ -187,6 +187,7 @@ class Worker {
   enum class Staged { now, later, deferred };
   Staged admit_and_stage(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::deque<Node*>& work,
                          std::vector<Node*>& batch, std::exception_ptr& error, bool may_defer);
+  static bool for_others(const std::deque<Node*>& work, int here);
   static bool shares_chunk(const Node& node, const std::vector<Node*>& others);
   static bool defers_on(const std::vector<Node*>& deferred, int dev);
   static void take_back_deferred(std::vector<Node*>& deferred, std::deque<Node*>& work);

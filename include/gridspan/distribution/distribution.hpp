@@ -29,7 +29,7 @@ enum class Placement { round_robin, blocked };
 
 class DataDistribution;
 namespace dist {
-DataDistribution automatic();
+DataDistribution automatic(Dim halo);
 }
 
 class DataDistribution {
@@ -47,13 +47,16 @@ class DataDistribution {
   DataDistribution blocked() const;
   /// dist::automatic(): the Context that creates the array chooses the chunks.
   bool is_automatic() const { return automatic_; }
+  /// dist::automatic(halo)'s halo (rank 0: none).
+  const Dim& automatic_halo() const { return halo_; }
 
  private:
-  friend DataDistribution dist::automatic();
+  friend DataDistribution dist::automatic(Dim halo);
   std::string name_;
   Fn fn_;
   Placement placement_ = Placement::round_robin;
   bool automatic_ = false;
+  Dim halo_;
 };
 
 namespace dist {
@@ -73,9 +76,12 @@ DataDistribution centralized(int device = 0);
 /// Any cut: `fn(shape, devices)` returns the chunks; they may overlap and must cover.
 DataDistribution custom(std::string name, DataDistribution::Fn fn);
 /// gridspan chooses: rows over the devices, as many as the array's bytes make worth their
-/// per-task overhead (measured when first asked), each at most 1/8 of the smallest device
-/// memory budget. Arrays of one shape get one cut. The array library's default.
-DataDistribution automatic();
+/// per-task overhead (measured when first asked), each at most 1/32 of the smallest device
+/// memory budget, consecutive chunks on one device. Arrays of one shape get one cut. The
+/// array library's default. `halo` (the array's rank, or none): each chunk widened by it,
+/// as dist::stencil, for kernels that read their neighbours' rows (a stencil's chunk then
+/// holds all it reads; without one, each superblock copies its rows and the halo).
+DataDistribution automatic(Dim halo = Dim());
 }  // namespace dist
 
 /// A superblock: a box of thread blocks (block coordinates, rank = the launch's) and the

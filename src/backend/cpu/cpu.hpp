@@ -33,6 +33,7 @@ class CpuDevice final : public Device {
   std::size_t memory_capacity() const override { return capacity_; }
   bool unified() const override { return true; }
   bool asynchronous() const override { return false; }
+  bool has_queued() const override { return queued_.load(std::memory_order_acquire) > 0; }
   void* allocate(std::size_t bytes) override;
   void deallocate(void* p, std::size_t bytes) override;
   void* allocate_host(std::size_t bytes) override;
