@@ -5,6 +5,7 @@
 
 #include "core/log.hpp"
 #include "gridspan/core/error.hpp"
+#include "runtime/executable.hpp"
 
 namespace gridspan::runtime {
 
@@ -103,6 +104,7 @@ plan::TaskId Driver::submit(plan::Plan plan) {
 std::shared_ptr<plan::ArrayMeta> Driver::create_array(DType dtype, const Dim& shape,
                                                       const DataDistribution& dist,
                                                       const void* fill) {
+  outside_tasks("makes an array");
   auto meta = std::make_shared<plan::ArrayMeta>();
   meta->dtype = dtype;
   meta->elem_size = dtype_size(dtype);
@@ -139,6 +141,7 @@ plan::TaskId Driver::write_array(const plan::ArrayMeta& meta, std::vector<unsign
   return write_array(meta, std::make_shared<const std::vector<unsigned char>>(std::move(data)));
 }
 plan::TaskId Driver::write_array(const plan::ArrayMeta& meta, plan::HostBytes data) {
+  outside_tasks("writes an array");
   std::lock_guard<std::mutex> lock(mutex_);
   return submit(planner().write_array(meta, std::move(data)));
 }
@@ -147,6 +150,7 @@ void Driver::read_array(const plan::ArrayMeta& meta, void* dst) {
   wait(read_array_async(meta, dst));
 }
 plan::TaskId Driver::read_array_async(const plan::ArrayMeta& meta, void* dst) {
+  outside_tasks("reads an array");
   std::lock_guard<std::mutex> lock(mutex_);
   return submit(planner().read_array(meta, dst));
 }
@@ -155,7 +159,17 @@ bool Driver::ended() const {
   return !runner_;
 }
 
+void Driver::outside_tasks(const char* what) const {
+  if (const std::string* name = native_running())
+    throw Error(fmt::format(
+        "native function `{}` {} inside its task; a task cannot launch kernels, make, write or "
+        "read arrays or wait for the devices (it would wait for itself): do the work on the "
+        "task's views, or launch it after this one",
+        *name, what));
+}
+
 plan::TaskId Driver::launch(const plan::LaunchSpec& spec) {
+  outside_tasks("launches a kernel");
   std::lock_guard<std::mutex> lock(mutex_);
   ++counters_.launches;
   plan::Plan plan = planner().launch(spec);

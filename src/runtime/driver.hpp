@@ -71,9 +71,15 @@ class Driver {
   /// The ranks of this run and their devices (one, this process, outside mpirun).
   std::vector<RankInfo> ranks() const { return live().ranks(); }
 
-  void wait(plan::TaskId task) { live().wait(task); }
+  void wait(plan::TaskId task) {
+    outside_tasks("waits for the devices");
+    live().wait(task);
+  }
   bool is_done(plan::TaskId task) const { return live().is_done(task); }
-  void synchronize() { live().wait_all(); }
+  void synchronize() {
+    outside_tasks("waits for the devices");
+    live().wait_all();
+  }
   std::vector<MemoryStats> memory_stats() const { return live().memory_stats(); }
   void free_all_blocks() { live().free_all_blocks(); }
   WorkerStats worker_stats() const { return live().worker_stats(); }
@@ -99,6 +105,9 @@ class Driver {
   std::string last_plan_dot() const;
 
  private:
+  /// Throws when the calling thread runs a native function's task: launching, making or
+  /// reading arrays and waiting from there would wait for the task itself.
+  void outside_tasks(const char* what) const;
   plan::TaskId submit(plan::Plan plan);
   // The runner and the planner while the run lasts; a gs::Error after end().
   Runner& live() const;

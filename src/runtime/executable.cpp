@@ -365,9 +365,23 @@ NativeExecutable::NativeExecutable(std::string name, std::vector<ParamInfo> para
 
 // What the function throws reaches the program naming the function, its superblock and
 // device, with the exception's own text (a gs::Error keeps its kind; anything else is one).
+namespace {
+thread_local const std::string* t_native = nullptr;
+}  // namespace
+
+const std::string* native_running() {
+  return t_native;
+}
+
 void NativeExecutable::run(const plan::ExecFrame& frame) const {
   FrameArguments args(params_, frame);
+  struct Running {  // also when the body throws
+    const std::string* outer = t_native;
+    explicit Running(const std::string& name) { t_native = &name; }
+    ~Running() { t_native = outer; }
+  };
   try {
+    Running running(name_);
     body_(frame, args.arrays, args.scalars);
   } catch (...) {
     std::rethrow_exception(

@@ -54,6 +54,9 @@ class NativeExecutable : public plan::Executable {
   NativeBody body_;
 };
 
+/// The name of the native function this thread is running (inside its task), or null.
+const std::string* native_running();
+
 /// Native functions by name, in every process: under mpirun only rank 0 runs the user's
 /// code, so the other ranks find the function the driver names here. A later registration
 /// under a name replaces the earlier one.

@@ -2377,17 +2377,22 @@ std::size_t task_beyond_device(const std::string& error) {
 Outcome run_once(const Program& p, int devices, std::size_t device_memory);
 
 // `p` on `devices` devices; a program whose tight memory could not hold one of its tasks
-// runs again with that task's bytes added, still tight enough to spill. Under mpirun every
-// rank has `devices` devices and the arrays spread over all of them: each device's limit
-// shrinks with the ranks, so that programs still spill.
+// runs again with that task's bytes added (up to three times: a later task may need more),
+// still tight enough to spill. Under mpirun every rank has `devices` devices and the arrays
+// spread over all of them: each device's limit shrinks with the ranks, so that programs
+// still spill.
 Outcome run_library(const Program& p, int devices) {
-  const std::size_t limit =
+  std::size_t limit =
       p.device_memory > 0
           ? std::max<std::size_t>(p.device_memory / std::size_t(gs::process_count()), 4 << 10)
           : 0;
   Outcome out = run_once(p, devices, limit);
-  if (const std::size_t need = task_beyond_device(out.error); need > 0 && limit > 0)
-    out = run_once(p, devices, limit + need);
+  for (int again = 0; again < 3 && limit > 0; ++again) {
+    const std::size_t need = task_beyond_device(out.error);
+    if (need == 0) break;
+    limit += need;
+    out = run_once(p, devices, limit);
+  }
   return out;
 }
 

@@ -148,6 +148,36 @@ TEST(Errors, ANativeFunctionThatThrowsIsNamed) {
   expect_error<gs::IoError>([&] { out2.to_vector(); }, {"native function `no_disk`", "disk gone"});
 }
 
+// A native function's task cannot launch, make, write or read arrays or wait: each would
+// wait for the task itself (or for the driver its launcher holds). Each is an error that
+// names the function and says what to do, and the context goes on.
+TEST(Errors, ANativeFunctionCannotLaunchOrWaitInsideItsTask) {
+  gs::Context ctx(config(1));
+  if (ctx.ranks().size() > 1)
+    GTEST_SKIP() << "the other ranks run natives without this test's state";
+  auto copy = ctx.compile(
+      gs::KernelDef::from_source(kCopy, "copy").annotate("global i => write out[i], read in[i]"));
+  auto a = ctx.full<float>({64}, 2.0f, gs::dist::rows(64));
+  auto b = ctx.zeros<float>({64}, gs::dist::rows(64));
+  const std::vector<std::pair<const char*, std::function<void()>>> inside = {
+      {"launches a kernel", [&] { copy.launch({64}, {16}, gs::work::tiles({64}), 64, b, a); }},
+      {"makes an array", [&] { (void)ctx.zeros<float>({8}, gs::dist::rows(8)); }},
+      {"reads an array", [&] { (void)a.to_vector(); }},
+      {"writes an array", [&] { a.copy_from(std::vector<float>(64, 1.0f)); }},
+      {"waits for the devices", [&] { ctx.synchronize(); }}};
+  for (const auto& [what, body] : inside) {
+    auto def = gs::NativeDef::from_function(
+        "inside", [&body](const gs::NativeContext&, gs::Vector<int>) { body(); }, {"out"});
+    auto out = ctx.zeros<int>({64}, gs::dist::rows(64));
+    ctx.compile(def.annotate("global i => write out[i]"))
+        .launch({64}, {16}, gs::work::tiles({64}), out);
+    expect_error<gs::Error>([&] { out.to_vector(); },
+                            {"native function `inside`", what, "inside its task"});
+  }
+  copy.launch({64}, {16}, gs::work::tiles({64}), 64, b, a);  // the context goes on
+  EXPECT_EQ(b.to_vector(), std::vector<float>(64, 2.0f));
+}
+
 // Under mpirun the other ranks find native functions by name: one that is not registered
 // in every process is an error at compile time that says what to do; in one process it
 // needs no registration.
