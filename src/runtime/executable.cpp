@@ -363,8 +363,6 @@ void KernelExecutable::run_checked(const plan::ExecFrame& frame, GsLaunch& launc
 NativeExecutable::NativeExecutable(std::string name, std::vector<ParamInfo> params, NativeBody body)
     : name_(std::move(name)), params_(std::move(params)), body_(std::move(body)) {}
 
-// What the function throws reaches the program naming the function, its superblock and
-// device, with the exception's own text (a gs::Error keeps its kind; anything else is one).
 namespace {
 thread_local const std::string* t_native = nullptr;
 }  // namespace
@@ -373,6 +371,8 @@ const std::string* native_running() {
   return t_native;
 }
 
+// What the function throws reaches the program naming the function, its superblock and
+// device, with the exception's own text (a gs::Error keeps its kind; anything else is one).
 void NativeExecutable::run(const plan::ExecFrame& frame) const {
   FrameArguments args(params_, frame);
   struct Running {  // also when the body throws

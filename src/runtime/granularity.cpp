@@ -438,7 +438,8 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
                            worth};
   for (int a = 0; a < 3; ++a) key.push_back(spec.threads.get(a)), key.push_back(spec.block.get(a));
   key.insert(key.end(), spec.int_scalars.begin(), spec.int_scalars.end());
-  for (int param : candidates(spec))
+  const std::vector<int> followable = candidates(spec);
+  for (int param : followable)
     for (const plan::ChunkMeta& c : spec.arrays[param]->chunks)
       key.insert(key.end(), {c.owned.lo[0], c.owned.hi[0], c.device});
   std::lock_guard lock(mutex_);
@@ -446,7 +447,7 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
     spec.superblocks = it->second;
     return;
   }
-  Choice c = choose(spec, pieces, worth);
+  Choice c = choose(spec, followable, pieces, worth);
   report(
       fmt::format("automatic work for `{}` over threads {}: {}; the launch takes about {} "
                   "({}), {} a task on the host",
@@ -458,7 +459,9 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
   spec.superblocks = choices_[key] = std::move(c.superblocks);
 }
 
-Granularity::Choice Granularity::choose(const plan::LaunchSpec& spec, int64_t pieces, bool worth) {
+Granularity::Choice Granularity::choose(const plan::LaunchSpec& spec,
+                                        const std::vector<int>& followable, int64_t pieces,
+                                        bool worth) {
   const int devices = driver_.device_count();
   std::vector<Dim> shapes(spec.arrays.size());
   for (std::size_t p = 0; p < spec.arrays.size(); ++p)
@@ -467,12 +470,12 @@ Granularity::Choice Granularity::choose(const plan::LaunchSpec& spec, int64_t pi
   l.all = Rect::of_shape(l.grid);
   l.bound = spec.annotation->bind(annotation::LaunchGeometry{spec.threads, spec.block},
                                   spec.int_scalars, shapes);
-  for (int p : candidates(spec)) {  // the first with a thread axis along its rows
+  for (int p : followable) {  // the first with a thread axis along its rows
     l.param = p;
     l.axis = row_axis(l);
     if (l.axis >= 0) break;
   }
-  if (l.axis < 0 && !candidates(spec).empty()) l.param = candidates(spec).front();
+  if (l.axis < 0 && !followable.empty()) l.param = followable.front();
   std::vector<Superblock> chunked = l.axis >= 0 ? follow_chunks(l) : std::vector<Superblock>{};
   const std::string name = l.param >= 0 ? (*spec.params)[l.param].name : "";
   if (int64_t(chunked.size()) >= pieces || (!chunked.empty() && !worth)) {

@@ -60,7 +60,9 @@ class Granularity {
   struct Choice;
   void measure(Baseline& b);
   void measure_probe(Baseline& b);
-  Choice choose(const plan::LaunchSpec& spec, int64_t pieces, bool worth);
+  /// `followable`: the arrays the superblocks may follow, most bytes first.
+  Choice choose(const plan::LaunchSpec& spec, const std::vector<int>& followable, int64_t pieces,
+                bool worth);
   int64_t rows_per_chunk(DType dtype, const Dim& shape);  // memoized per shape and size
   void report(const std::string& what);                   // info log, once per text, and the trace
 

@@ -458,10 +458,7 @@ void Worker::process(std::deque<Node*>& work, int here, std::unique_lock<Adaptiv
       if (!mine.empty()) {
         Node* node = mine.front();
         mine.pop_front();
-        if (devices_[here]->has_queued())
-          launch(node, lock, work);
-        else
-          run_here(node, lock, work);
+        run_here_or_queue(node, lock, work);
       }
       continue;
     }
@@ -493,10 +490,8 @@ void Worker::process(std::deque<Node*>& work, int here, std::unique_lock<Adaptiv
     }
     mark_held(*node);
     const bool ours = node->task.device == here && !devices_[here]->asynchronous();
-    if (ours && devices_[here]->has_queued())
-      launch(node, lock, work);
-    else if (ours && mine.empty() && !for_others(work, here))
-      run_here(node, lock, work);
+    if (ours && (devices_[here]->has_queued() || (mine.empty() && !for_others(work, here))))
+      run_here_or_queue(node, lock, work);
     else if (ours)
       mine.push_back(node);
     else if (batchable(*node) && !defers_on(copying, node->task.device))
@@ -702,6 +697,16 @@ void Worker::mark_held(Node& node) {
 }
 
 // On this device's own executor thread (a synchronous device): the task runs now.
+// On its synchronous device's executor: right here, unless other threads queued works for
+// this device before (the node then goes behind them).
+void Worker::run_here_or_queue(Node* node, std::unique_lock<AdaptiveMutex>& lock,
+                               std::deque<Node*>& work) {
+  if (devices_[node->task.device]->has_queued())
+    launch(node, lock, work);
+  else
+    run_here(node, lock, work);
+}
+
 void Worker::run_here(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::deque<Node*>& work) {
   lock.unlock();
   std::exception_ptr e;

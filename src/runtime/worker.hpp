@@ -195,6 +195,8 @@ class Worker {
   bool stages_in_place(Node* node, std::exception_ptr& error);
   bool hold_until_ready(Node* node);
   void mark_held(Node& node);
+  void run_here_or_queue(Node* node, std::unique_lock<AdaptiveMutex>& lock,
+                         std::deque<Node*>& work);
   void run_here(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::deque<Node*>& work);
   void launch(Node* node, std::unique_lock<AdaptiveMutex>& lock, std::deque<Node*>& work);
   template <class Submit>
