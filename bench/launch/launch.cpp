@@ -2,10 +2,12 @@
 // elementwise kernel (y[i] = y[i] * 0.5f + x[i]), and a launch followed by wait() (and of
 // that, the time until the launch call returned), for arrays of one chunk or several.
 // bench/launch/cupy_launch.py times the same kernel as a CuPy ElementwiseKernel;
-// scripts/launch-bench.sh runs the two side by side.
+// scripts/launch-bench.sh runs the two side by side. With --inline K, each launch is a
+// native function that launches the kernel K times inline on its views (K steps in one
+// task a chunk); the figures are then per step.
 //
 //   bench_launch [--n 65536] [--chunks 1,4] [--launches 20000] [--runs 5] [--json out.json]
-//                [--waits-only]
+//                [--waits-only] [--inline 1,8]
 #include <gridspan/gridspan.hpp>
 
 #include <CLI/CLI.hpp>
@@ -80,36 +82,47 @@ std::pair<double, double> waited_launches(Launch&& launch, int waits) {
   return {seconds_since(t0) / waits, in_launch / waits};
 }
 
-// Seconds per launch of `launches` dependent launches, then one wait; and of `waits`
+// One step of the chain: the kernel, or (steps > 1) a native function doing `steps` steps.
+struct Step {
+  const gs::Kernel& kernel;
+  const gs::Kernel& native;
+  int steps = 1;
+};
+
+// Seconds per step of `launches` dependent launches, then one wait; and of `waits`
 // launches each followed by wait(). The medians of `runs`.
-Figures time_launches(gs::Context& ctx, const gs::Kernel& k, int n, int chunks, int launches,
-                      int runs, bool waits_only, std::vector<float>& y_out, int& total_launches) {
+Figures time_launches(gs::Context& ctx, const Step& step, int n, int chunks, int launches, int runs,
+                      bool waits_only, std::vector<float>& y_out, int& total_launches) {
   const int per_chunk = (n + chunks - 1) / chunks;
   const auto dist = gs::dist::rows(per_chunk);
   const auto work = gs::work::tiles({per_chunk});
   const auto [xs, ys] = inputs(n);
   auto x = ctx.from_vector<float>(xs, {n}, dist);
   auto y = ctx.from_vector<float>(ys, {n}, dist);
-  auto launch = [&] { return k.launch({n}, {256}, work, n, y, x); };
+  const int s = step.steps;
+  auto launch = [&] {
+    return s > 1 ? step.native.launch({n}, {256}, work, n, s, y, x)
+                 : step.kernel.launch({n}, {256}, work, n, y, x);
+  };
   for (int i = 0; i < 100; ++i) launch();  // warm: compiled, chunks resident
   ctx.synchronize();
-  total_launches = 100;
+  total_launches = 100 * s;
   std::vector<double> chain, chain_cpu, wait, wait_launch;
   for (int r = 0; r < runs; ++r) {
     if (!waits_only) {
       const auto t0 = Clock::now();
       const double cpu0 = thread_seconds();
       for (int i = 0; i < launches; ++i) launch();
-      chain_cpu.push_back((thread_seconds() - cpu0) / launches);
+      chain_cpu.push_back((thread_seconds() - cpu0) / launches / s);
       ctx.synchronize();
-      chain.push_back(seconds_since(t0) / launches);
-      total_launches += launches;
+      chain.push_back(seconds_since(t0) / launches / s);
+      total_launches += launches * s;
     }
     const int waits = std::max(1, launches / 4);
     const auto [per_wait, per_launch] = waited_launches(launch, waits);
-    wait.push_back(per_wait);
-    wait_launch.push_back(per_launch);
-    total_launches += waits;
+    wait.push_back(per_wait / s);
+    wait_launch.push_back(per_launch / s);
+    total_launches += waits * s;
   }
   y_out = y.to_vector();
   const double none = std::nan("");
@@ -140,7 +153,7 @@ bool check(int n, int total_launches, const std::vector<float>& got) {
 int main(int argc, char** argv) {
   CLI::App app{"the cost of one launch through the public API"};
   int n = 1 << 16, launches = 20000, runs = 5;
-  std::vector<int> chunk_counts{1, 4};
+  std::vector<int> chunk_counts{1, 4}, inline_steps{1};
   std::string json_path;
   bool waits_only = false;
   app.add_option("--n", n, "elements per array");
@@ -148,6 +161,10 @@ int main(int argc, char** argv) {
   app.add_option("--launches", launches, "launches per timed chain");
   app.add_option("--runs", runs, "timed chains (the median is reported)");
   app.add_option("--json", json_path, "write the figures here");
+  app.add_option("--inline", inline_steps,
+                 "steps per launch: above 1, a native function launching the kernel that many "
+                 "times inline (each a run)")
+      ->delimiter(',');
   app.add_flag("--waits-only", waits_only,
                "only launches each followed by wait(), launches/4 per run (for a profiler)");
   CLI11_PARSE(app, argc, argv);
@@ -155,23 +172,36 @@ int main(int argc, char** argv) {
     gs::Context ctx;
     auto k = ctx.compile(gs::KernelDef::from_source(kSource, "axpy_half")
                              .annotate("global i => readwrite y[i], read x[i]"));
+    auto native =
+        ctx.compile(gs::NativeDef::from_function(
+                        "axpy_half_steps",
+                        [&k](const gs::NativeContext&, int n, int steps, gs::Vector<float> y,
+                             gs::Vector<const float> x) {
+                          for (int s = 0; s < steps; ++s)
+                            k.launch({n}, {256}, gs::work::automatic(), n, y, x);  // inline
+                        },
+                        {"n", "steps", "y", "x"})
+                        .annotate("global i => readwrite y[i], read x[i]"));
     nlohmann::json out = {{"n", n}, {"launches", launches}, {"runs", runs}, {"results", {}}};
-    std::printf("%-8s %10s %22s %22s %22s %14s\n", "chunks", "n", "chain [us/launch]",
+    std::printf("%-8s %-7s %10s %22s %22s %22s %14s\n", "chunks", "inline", "n", "chain [us/step]",
                 "launching thread [us]", "launch+wait [us]", "in launch [us]");
     bool ok = true;
-    for (int chunks : chunk_counts) {
-      std::vector<float> y;
-      int total = 0;
-      Figures f = time_launches(ctx, k, n, chunks, launches, runs, waits_only, y, total);
-      ok = check(n, total, y) && ok;
-      std::printf("%-8d %10d %22.2f %22.2f %22.2f %14.2f\n", chunks, n, f.chain_us, f.chain_cpu_us,
-                  f.wait_us, f.wait_launch_us);
-      out["results"].push_back({{"chunks", chunks},
-                                {"chain_us", f.chain_us},
-                                {"chain_thread_cpu_us", f.chain_cpu_us},
-                                {"wait_us", f.wait_us},
-                                {"wait_launch_us", f.wait_launch_us}});
-    }
+    for (int steps : inline_steps)
+      for (int chunks : chunk_counts) {
+        std::vector<float> y;
+        int total = 0;
+        const Step step{k, native, std::max(1, steps)};
+        Figures f = time_launches(ctx, step, n, chunks, launches, runs, waits_only, y, total);
+        ok = check(n, total, y) && ok;
+        std::printf("%-8d %-7d %10d %22.2f %22.2f %22.2f %14.2f\n", chunks, step.steps, n,
+                    f.chain_us, f.chain_cpu_us, f.wait_us, f.wait_launch_us);
+        out["results"].push_back({{"chunks", chunks},
+                                  {"inline_steps", step.steps},
+                                  {"chain_us", f.chain_us},
+                                  {"chain_thread_cpu_us", f.chain_cpu_us},
+                                  {"wait_us", f.wait_us},
+                                  {"wait_launch_us", f.wait_launch_us}});
+      }
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
     if (!ok) std::fprintf(stderr, "the results differ from the host's\n");
     return ok ? 0 : 1;

@@ -283,7 +283,7 @@ void pack_scalar(const std::string& kernel, const ParamInfo& p, int index,
     return LaunchError(fmt::format("kernel `{}`: argument {} for parameter `{}` ({}) {}", kernel,
                                    index + 1, p.name, p.type_text, why));
   };
-  if (arg.array) throw mismatch("is an array; pass a scalar value");
+  if (arg.array || arg.is_view) throw mismatch("is an array; pass a scalar value");
   if (dtype_is_float(p.dtype)) {
     double v = static_cast<double>(arg.value);
     switch (p.dtype) {
@@ -476,6 +476,66 @@ const detail::KernelState& state_of(const std::shared_ptr<detail::KernelState>& 
   if (!state) throw LaunchError("this gs::Kernel is empty; get one from Context::compile");
   return *state;
 }
+
+// One argument of a launch inside a native function's task: a view of the task's, or a
+// scalar.
+void check_inline_arg(const detail::KernelState& s, const std::string& native, std::size_t i,
+                      const detail::LaunchArg& arg) {
+  const ParamInfo& p = s.params[i];
+  if (arg.array)
+    throw LaunchError(fmt::format(
+        "native function `{}` launches kernel `{}` over a gs::Array (argument `{}`) inside its "
+        "task; a task cannot launch over arrays (it would wait for itself): pass the task's "
+        "views, which runs the kernel inline on them, or launch it after this task",
+        native, s.name, p.name));
+  auto mismatch = [&](const std::string& why) {
+    return LaunchError(
+        fmt::format("kernel `{}` launched inside native function `{}`: argument {} "
+                    "for parameter `{}` ({}) {}",
+                    s.name, native, i + 1, p.name, p.type_text, why));
+  };
+  if (!arg.is_view)
+    throw mismatch(
+        fmt::format("must be one of the task's views, got a {} scalar", dtype_name(arg.dtype)));
+  if (arg.dtype != p.dtype || arg.rank != p.rank)
+    throw mismatch(fmt::format("is a view of rank {} of {}", arg.rank, dtype_name(arg.dtype)));
+  if (arg.read_only && s.writes[i])
+    throw mismatch("is a view of const elements, and the kernel writes it");
+}
+
+// A launch inside a native function's task runs at once on its views (runtime::run_inline).
+Event launch_inline(const detail::KernelState& s, const Dim& threads, const Dim& block,
+                    const std::vector<detail::LaunchArg>& args) {
+  const std::string* native = runtime::native_running();
+  if (!native)
+    throw LaunchError(fmt::format(
+        "kernel `{}`: a launch takes views (gridspan::Vector, Matrix, ...) only inside a native "
+        "function's task, where it runs on them inline; outside one, pass gs::Arrays",
+        s.name));
+  runtime::InlineLaunch launch;
+  launch.executable = s.executable.get();
+  launch.annotation = &s.annotation;
+  launch.params = &s.params;
+  launch.threads = threads;
+  launch.block = block;
+  launch.views.resize(s.params.size(), nullptr);
+  launch.int_scalars.resize(s.params.size(), 0);
+  auto blob = std::make_shared<std::vector<unsigned char>>();
+  for (std::size_t i = 0; i < s.params.size(); ++i) {
+    const ParamInfo& p = s.params[i];
+    if (p.is_array) {
+      check_inline_arg(s, *native, i, args[i]);
+      launch.views[i] = args[i].view;
+      continue;
+    }
+    pack_scalar(s.name, p, static_cast<int>(i), args[i], *blob);
+    if (!dtype_is_float(p.dtype)) launch.int_scalars[i] = static_cast<int64_t>(args[i].value);
+  }
+  launch.scalars = std::move(blob);
+  launch.scalar_offsets = s.scalar_offsets;
+  runtime::run_inline(launch);
+  return Event();
+}
 }  // namespace
 
 const std::string& Kernel::name() const {
@@ -516,6 +576,9 @@ Event Kernel::launch_packed(const Dim& threads, const Dim& block, const WorkDist
         fmt::format("kernel `{}`: the block {} has {} threads; at most {} ({})", name, block.str(),
                     block.volume(), state_->max_threads,
                     state_->max_threads == 1024 ? "as in CUDA" : "its launch_bounds"));
+  const bool has_view =
+      std::any_of(args.begin(), args.end(), [](const auto& a) { return a.is_view; });
+  if (has_view || runtime::native_running()) return launch_inline(*state_, threads, block, args);
   Scratch<plan::LaunchSpec> borrowed;  // its vectors keep their memory from launch to launch
   plan::LaunchSpec& spec = *borrowed;
   spec.executable = state_->executable;

@@ -138,6 +138,7 @@ void write_payload(Writer& w, const Task& t, const IdOfExecutable& id_of) {
           for (const plan::ExecArg& a : p.arrays) {
             write_chunk(w, a.chunk);
             w.rect(a.region);
+            w.dim(a.shape);
             w.u8(static_cast<uint8_t>(a.mode));
             w.u8(static_cast<uint8_t>(a.op));
             w.u8(a.write ? 1 : 0);
@@ -233,11 +234,13 @@ plan::Payload read_payload(Reader& r, const ExecutableOfId& executable_of) {
     e.blocks = r.rect("superblock");
     e.block = r.dim("block size");
     e.grid = r.dim("grid");
-    const std::size_t n = r.count("kernel arguments", 57 + 49 + 3);  // chunk, region, 3 bytes
+    // chunk, region, shape (of rank 0 at least), 3 bytes
+    const std::size_t n = r.count("kernel arguments", 57 + 49 + 1 + 3);
     e.arrays.resize(n);
     for (plan::ExecArg& a : e.arrays) {
       a.chunk = read_chunk(r, "argument chunk");
       a.region = r.rect("argument region");
+      a.shape = r.dim("argument shape");
       a.mode = read_enum(r, "argument mode", annotation::Mode::overwrite);
       a.op = read_enum(r, "argument operator", annotation::ReduceOp::bit_or);
       a.write = read_enum(r, "argument write flag", uint8_t(1)) != 0;

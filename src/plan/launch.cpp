@@ -210,6 +210,7 @@ class Planner::Launch {
   void resolve(const Access& acc, Task& exec, ExecArg& arg, std::vector<int>& atomic_params) {
     const int p = acc.param;
     arg.region = acc.region;
+    arg.shape = spec_.arrays[p]->shape;
     arg.mode = acc.mode;
     arg.op = acc.op;
     arg.write = acc.mode != Mode::read;

@@ -114,6 +114,7 @@ class Executable;
 struct ExecArg {
   ChunkRef chunk;  // the chunk or temporary the view maps (rect = its box)
   Rect region;     // declared access region
+  Dim shape;       // the whole array's (what a launch inside a native function binds to)
   annotation::Mode mode;
   annotation::ReduceOp op;
   bool write;  // the task writes the chunk

@@ -364,10 +364,13 @@ NativeExecutable::NativeExecutable(std::string name, std::vector<ParamInfo> para
     : name_(std::move(name)), params_(std::move(params)), body_(std::move(body)) {}
 
 namespace {
-thread_local const std::string* t_native = nullptr;
+thread_local NativeScope t_native;  // what an inline launch runs in
 }  // namespace
 
 const std::string* native_running() {
+  return t_native.native ? &t_native.native->name() : nullptr;
+}
+NativeScope native_scope() {
   return t_native;
 }
 
@@ -376,12 +379,14 @@ const std::string* native_running() {
 void NativeExecutable::run(const plan::ExecFrame& frame) const {
   FrameArguments args(params_, frame);
   struct Running {  // also when the body throws
-    const std::string* outer = t_native;
-    explicit Running(const std::string& name) { t_native = &name; }
+    NativeScope outer = t_native;
+    Running(const NativeExecutable* native, const plan::ExecFrame& frame) {
+      t_native = {native, &frame};
+    }
     ~Running() { t_native = outer; }
   };
   try {
-    Running running(name_);
+    Running running(this, frame);
     body_(frame, args.arrays, args.scalars);
   } catch (...) {
     std::rethrow_exception(

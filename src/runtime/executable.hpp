@@ -14,6 +14,10 @@
 #include "gridspan/device/abi.h"
 #include "plan/task.hpp"
 
+namespace gridspan::annotation {
+class Annotation;
+}
+
 namespace gridspan::runtime {
 
 /// A compiled kernel: builds the GsLaunch for one superblock, calls the wrapper, and turns
@@ -46,6 +50,7 @@ class NativeExecutable : public plan::Executable {
  public:
   NativeExecutable(std::string name, std::vector<ParamInfo> params, NativeBody body);
   const std::string& name() const override { return name_; }
+  const std::vector<ParamInfo>& params() const { return params_; }
   void run(const plan::ExecFrame& frame) const override;
 
  private:
@@ -56,6 +61,29 @@ class NativeExecutable : public plan::Executable {
 
 /// The name of the native function this thread is running (inside its task), or null.
 const std::string* native_running();
+/// The native function this thread is running and its superblock (both null outside one).
+struct NativeScope {
+  const NativeExecutable* native = nullptr;
+  const plan::ExecFrame* frame = nullptr;
+};
+NativeScope native_scope();
+
+/// A launch inside a native function's task (the DAHL post's inlined call): it runs at
+/// once, on the task's views, device and stream, instead of becoming tasks.
+struct InlineLaunch {
+  const plan::Executable* executable = nullptr;
+  const annotation::Annotation* annotation = nullptr;
+  const std::vector<ParamInfo>* params = nullptr;
+  Dim threads, block;
+  std::vector<const void*> views;  // per parameter: the view's data() (null for scalars)
+  std::vector<int64_t> int_scalars;
+  std::shared_ptr<const std::vector<unsigned char>> scalars;
+  std::shared_ptr<const std::vector<uint32_t>> scalar_offsets;
+};
+/// Runs `launch` in the native function this thread runs, as one superblock: the blocks of
+/// its grid whose first threads lie in the task's own threads. Throws gs::Error when a view
+/// is not one of the task's or an access does not lie in what the task holds.
+void run_inline(const InlineLaunch& launch);
 
 /// Native functions by name, in every process: under mpirun only rank 0 runs the user's
 /// code, so the other ranks find the function the driver names here. A later registration

@@ -148,9 +148,10 @@ TEST(Errors, ANativeFunctionThatThrowsIsNamed) {
   expect_error<gs::IoError>([&] { out2.to_vector(); }, {"native function `no_disk`", "disk gone"});
 }
 
-// A native function's task cannot launch, make, write or read arrays or wait: each would
-// wait for the task itself (or for the driver its launcher holds). Each is an error that
-// names the function and says what to do, and the context goes on.
+// A native function's task cannot launch over arrays (it launches over its views, inline:
+// inline_test.cpp), make, write or read arrays or wait: each would wait for the task itself
+// (or for the driver its launcher holds). Each is an error that names the function and says
+// what to do, and the context goes on.
 TEST(Errors, ANativeFunctionCannotLaunchOrWaitInsideItsTask) {
   gs::Context ctx(config(1));
   if (ctx.ranks().size() > 1)
@@ -160,7 +161,8 @@ TEST(Errors, ANativeFunctionCannotLaunchOrWaitInsideItsTask) {
   auto a = ctx.full<float>({64}, 2.0f, gs::dist::rows(64));
   auto b = ctx.zeros<float>({64}, gs::dist::rows(64));
   const std::vector<std::pair<const char*, std::function<void()>>> inside = {
-      {"launches a kernel", [&] { copy.launch({64}, {16}, gs::work::tiles({64}), 64, b, a); }},
+      {"launches kernel `copy` over a gs::Array",
+       [&] { copy.launch({64}, {16}, gs::work::tiles({64}), 64, b, a); }},
       {"makes an array", [&] { (void)ctx.zeros<float>({8}, gs::dist::rows(8)); }},
       {"reads an array", [&] { (void)a.to_vector(); }},
       {"writes an array", [&] { a.copy_from(std::vector<float>(64, 1.0f)); }},

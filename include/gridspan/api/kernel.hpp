@@ -224,6 +224,10 @@ namespace detail {
 /// One launch argument: an array handle or a scalar value with its C++ type.
 struct LaunchArg {
   const ArrayHandle* array = nullptr;
+  bool is_view = false;        // a native function's view (an inline launch)
+  const void* view = nullptr;  // its data()
+  int rank = 0;                // its rank
+  bool read_only = false;      // its elements are const
   DType dtype = DType::i32;
   bool is_float = false;
   long double value = 0;  // exact for every integer up to 64 bits and every double
@@ -242,6 +246,12 @@ LaunchArg make_arg(const A& a) {
     arg.is_float = std::is_floating_point_v<T>;
     arg.value = static_cast<long double>(a);
     if constexpr (std::is_integral_v<T>) arg.bits = static_cast<uint64_t>(a);
+  } else if constexpr (view_traits<T>::is_view) {
+    arg.is_view = true;
+    arg.view = a.data();
+    arg.rank = view_traits<T>::rank;
+    arg.read_only = view_traits<T>::read_only;
+    arg.dtype = dtype_v<typename view_traits<T>::value_type>;
   } else {
     arg.array = &a.handle();
     arg.dtype = a.dtype();
@@ -260,6 +270,13 @@ class Kernel {
   /// Launches over `threads` (CUDA grid = ceil(threads / block) per axis), cut into
   /// superblocks by `work`. Asynchronous: returns at once. Throws LaunchError when the
   /// arguments do not fit the kernel's parameters.
+  ///
+  /// Inside a native function's task, pass the task's views instead of arrays: the launch
+  /// runs inline, at once, on the task's device (queued on its stream on a GPU), as one
+  /// superblock of the blocks whose threads lie in the task's own threads (its superblock's
+  /// blocks times its block size), so that code that launches over whole arrays from the
+  /// program does this task's part inside it. `work` is not used. Every access must lie in
+  /// what the task holds: a gs::Error names what does not.
   template <class... A>
   Event launch(Dim threads, Dim block, const WorkDistribution& work, A&&... args) const {
     std::vector<detail::LaunchArg> packed{detail::make_arg(args)...};

@@ -1,0 +1,220 @@
+// Launches inside a native function's task (the DAHL post's inlined calls): a native
+// function passes its views to Kernel::launch, and the kernel runs at once on the task's
+// device and buffers, over the task's share of its grid. The same launch from the program
+// covers the whole arrays, so one function serves both. Every backend: the native bodies
+// here only launch, they never touch memory themselves.
+#include <cmath>
+
+#include "e2e/support.hpp"
+#include "support/errors.hpp"
+
+namespace gridspan::test {
+namespace {
+
+const char* kAxpb = R"(
+__device__ void axpb(dim3 blockIdx, int n, float a, gridspan::Vector<float> out,
+                     const gridspan::Vector<float> x, const gridspan::Vector<float> y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a * x[i] + y[i];
+}
+__device__ void neighbours(dim3 blockIdx, int n, gridspan::Vector<float> out,
+                           const gridspan::Vector<float> x) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = x[i > 0 ? i - 1 : i] + x[i + 1 < n ? i + 1 : i];
+}
+__device__ void isum(dim3 blockIdx, int n, const gridspan::Vector<int> x,
+                     gridspan::Scalar<int> total) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) total.reduce(x[i]);
+}
+)";
+
+// Values on a 1/64 grid, small: a * x + y is exact in float with or without a fused
+// multiply-add.
+std::vector<float> dyadic(std::size_t n, std::mt19937_64& g) {
+  auto v = random_vector<float>(n, g);
+  for (auto& x : v) x = std::round(x * 64.0f) / 64.0f;
+  return v;
+}
+
+struct Kernels {
+  gs::Kernel axpb, neighbours, isum;
+  explicit Kernels(gs::Context& ctx)
+      : axpb(ctx.compile(gs::KernelDef::from_source(kAxpb, "axpb")
+                             .annotate("global i => write out[i], read x[i], read y[i]"))),
+        neighbours(ctx.compile(gs::KernelDef::from_source(kAxpb, "neighbours")
+                                   .annotate("global i => write out[i], read x[i-1:i+1]"))),
+        isum(ctx.compile(gs::KernelDef::from_source(kAxpb, "isum")
+                             .annotate("global i => read x[i], reduce(+) total"))) {}
+};
+
+bool skip_under_mpirun(gs::Context& ctx) {
+  // Under mpirun the other ranks run natives without the kernels this program compiled.
+  return ctx.ranks().size() > 1;
+}
+
+// t = a x + y, then out = 2 t + x: a chain of two dependent kernels in one task per
+// superblock, the second reading what the first wrote; the inner launches' blocks may be
+// smaller or larger than the native's, as long as they tile its superblocks.
+TEST(Inline, AChainOfKernelsRunsInsideEachTask) {
+  auto g = rng(71);
+  for (int devices : {1, 2}) {
+    gs::Context ctx(config(devices));
+    if (skip_under_mpirun(ctx)) GTEST_SKIP() << "the other ranks lack this program's kernels";
+    Kernels k(ctx);
+    for (int inner_block : {16, 64, 128}) {
+      const int n = 1000 + static_cast<int>(g() % 900);
+      const float a = 0.5f;
+      auto def = gs::NativeDef::from_function(
+          "two_steps",
+          [&](const gs::NativeContext&, int n, gs::Vector<float> t, gs::Vector<float> out,
+              gs::Vector<const float> x, gs::Vector<const float> y) {
+            k.axpb.launch({n}, {inner_block}, gs::work::automatic(), n, a, t, x, y);
+            k.axpb.launch({n}, {inner_block}, gs::work::automatic(), n, 2.0f, out, t, x);
+          },
+          {"n", "t", "out", "x", "y"});
+      auto chain =
+          ctx.compile(def.annotate("global i => write t[i], write out[i], read x[i], "
+                                   "read y[i]"));
+      auto xs = dyadic(n, g), ys = dyadic(n, g);
+      auto x = ctx.from_vector<float>(xs, {n}, gs::dist::rows(300));
+      auto y = ctx.from_vector<float>(ys, {n}, gs::dist::rows(200));
+      auto t = ctx.full<float>({n}, poison<float>(), gs::dist::rows(256));
+      auto out = ctx.full<float>({n}, poison<float>(), gs::dist::rows(256));
+      chain.launch({n}, {64}, gs::work::tiles({256}), n, t, out, x, y);
+      auto rt = t.to_vector(), ro = out.to_vector();
+      for (int i = 0; i < n; ++i) {
+        const float ti = a * xs[i] + ys[i];
+        ASSERT_EQ(rt[i], ti) << i << ", inner block " << inner_block << ", seed " << base_seed();
+        ASSERT_EQ(ro[i], 2.0f * ti + xs[i]) << i << ", inner block " << inner_block;
+      }
+    }
+  }
+}
+
+// One function, two contexts: launched from the program it covers whole arrays in tasks;
+// called inside a native task (here, of another native) it does that task's share inline.
+TEST(Inline, ANativeFunctionLaunchesAnotherInline) {
+  auto g = rng(72);
+  gs::Context ctx(config(2));
+  if (skip_under_mpirun(ctx)) GTEST_SKIP() << "the other ranks lack this program's kernels";
+  Kernels k(ctx);
+  auto scale = ctx.compile(gs::NativeDef::from_function(
+                               "scale",
+                               [&](const gs::NativeContext&, int n, float s, gs::Vector<float> out,
+                                   gs::Vector<const float> x) {
+                                 k.axpb.launch({n}, {32}, gs::work::automatic(), n, s, out, x, x);
+                               },
+                               {"n", "s", "out", "x"})
+                               .annotate("global i => write out[i], read x[i]"));
+  auto outer = ctx.compile(
+      gs::NativeDef::from_function(
+          "outer",
+          [&](const gs::NativeContext&, int n, gs::Vector<float> out, gs::Vector<const float> x) {
+            scale.launch({n}, {32}, gs::work::automatic(), n, 1.5f, out, x);
+          },
+          {"n", "out", "x"})
+          .annotate("global i => write out[i], read x[i]"));
+  const int n = 777 + static_cast<int>(g() % 500);
+  auto xs = dyadic(n, g);
+  auto x = ctx.from_vector<float>(xs, {n}, gs::dist::rows(128));
+  auto direct = ctx.full<float>({n}, poison<float>(), gs::dist::rows(128));
+  auto nested = ctx.full<float>({n}, poison<float>(), gs::dist::rows(100));
+  scale.launch({n}, {32}, gs::work::tiles({128}), n, 1.5f, direct, x);  // tasks
+  outer.launch({n}, {32}, gs::work::tiles({160}), n, nested, x);        // inline inside
+  auto rd = direct.to_vector(), rn = nested.to_vector();
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(rd[i], 2.5f * xs[i]) << i << ", seed " << base_seed();
+    ASSERT_EQ(rn[i], 2.5f * xs[i]) << i << ", seed " << base_seed();
+  }
+}
+
+// A reduce parameter's partial is the task's: an inline kernel that reduces with the same
+// operator adds into it, and the runtime combines the tasks' partials as for any launch.
+TEST(Inline, AnInlineReductionAddsIntoTheTasksPartial) {
+  auto g = rng(73);
+  gs::Context ctx(config(2));
+  if (skip_under_mpirun(ctx)) GTEST_SKIP() << "the other ranks lack this program's kernels";
+  Kernels k(ctx);
+  auto total_of = ctx.compile(
+      gs::NativeDef::from_function(
+          "total_of",
+          [&](const gs::NativeContext&, int n, gs::Vector<const int> x, gs::Scalar<int> total) {
+            k.isum.launch({n}, {64}, gs::work::automatic(), n, x, total);
+          },
+          {"n", "x", "total"})
+          .annotate("global i => read x[i], reduce(+) total"));
+  const int n = 3000 + static_cast<int>(g() % 1000);
+  auto xs = random_vector<int>(n, g);
+  auto x = ctx.from_vector<int>(xs, {n}, gs::dist::rows(512));
+  auto total = ctx.scalar<int>(poison<int>());
+  total_of.launch({n}, {64}, gs::work::tiles({640}), n, x, total);
+  long long expect = 0;
+  for (int v : xs) expect += v;
+  EXPECT_EQ(total.item(), expect) << "seed " << base_seed();
+}
+
+// What an inline launch cannot do is an error naming the kernel, the native function and
+// what to change; the context goes on.
+TEST(Inline, WhatATaskDoesNotHoldIsAClearError) {
+  gs::Context ctx(config(1));
+  if (skip_under_mpirun(ctx)) GTEST_SKIP() << "the other ranks lack this program's kernels";
+  Kernels k(ctx);
+  const int n = 1024;
+  using Body = std::function<void(int, gs::Vector<float>, gs::Vector<const float>)>;
+  const std::vector<std::pair<Body, std::vector<std::string>>> cases = {
+      {[&](int n, gs::Vector<float> out, gs::Vector<const float> x) {  // a stencil needs a halo
+         k.neighbours.launch({n}, {64}, gs::work::automatic(), n, out, x);
+       },
+       {"kernel `neighbours` launched inside native function `body`", "read `x` over",
+        "the task holds [", "widen `body`'s annotation of `x`"}},
+      {[&](int n, gs::Vector<float> out, gs::Vector<const float> x) {  // blocks across tasks
+         k.axpb.launch({n}, {96}, gs::work::automatic(), n, 1.0f, out, x, x);
+       },
+       {"kernel `axpb`", "would write `out` over", "the task holds"}},
+      {[&](int n, gs::Vector<float>, gs::Vector<const float> x) {  // a const view written
+         k.axpb.launch({n}, {64}, gs::work::automatic(), n, 1.0f, x, x, x);
+       },
+       {"parameter `out`", "a view of const elements, and the kernel writes it"}},
+      {[&](int n, gs::Vector<float> out, gs::Vector<const float>) {  // not the task's view
+         k.axpb.launch({n}, {64}, gs::work::automatic(), n, 1.0f, out, gs::Vector<const float>{},
+                       out);
+       },
+       {"argument `x` is not one of the views the task received"}},
+      {[&](int n, gs::Vector<float> out, gs::Vector<const float>) {  // a scalar for a view
+         k.axpb.launch({n}, {64}, gs::work::automatic(), n, 1.0f, out, 2.0f, out);
+       },
+       {"parameter `x`", "must be one of the task's views, got a float32 scalar"}},
+  };
+  auto x = ctx.full<float>({n}, 0.75f, gs::dist::rows(256));
+  for (const auto& [body, phrases] : cases) {
+    auto native = ctx.compile(
+        gs::NativeDef::from_function("body",
+                                     [&body](const gs::NativeContext&, int n, gs::Vector<float> out,
+                                             gs::Vector<const float> x) { body(n, out, x); },
+                                     {"n", "out", "x"})
+            .annotate("global i => write out[i], read x[i]"));
+    auto out = ctx.full<float>({n}, poison<float>(), gs::dist::rows(256));
+    native.launch({n}, {64}, gs::work::tiles({256}), n, out, x);
+    expect_error<gs::Error>([&] { out.to_vector(); }, phrases);
+  }
+  auto out = ctx.full<float>({n}, poison<float>(), gs::dist::rows(256));
+  k.axpb.launch({n}, {64}, gs::work::tiles({256}), n, 2.0f, out, x, x);  // the context goes on
+  EXPECT_EQ(out.to_vector(), std::vector<float>(n, 2.25f));
+}
+
+// Outside a task there are no views to launch over; inside one, whole arrays cannot be
+// launched over (they are the Errors test's): both say which to pass.
+TEST(Inline, AViewOutsideATaskIsALaunchError) {
+  gs::Context ctx(config(1));
+  Kernels k(ctx);
+  auto x = ctx.full<float>({64}, 1.0f, gs::dist::rows(64));
+  expect_error<gs::LaunchError>(
+      [&] {
+        k.axpb.launch({64}, {64}, gs::work::tiles({64}), 64, 1.0f, x, gs::Vector<const float>{}, x);
+      },
+      {"kernel `axpb`", "only inside a native function's task", "pass gs::Arrays"});
+}
+
+}  // namespace
+}  // namespace gridspan::test
