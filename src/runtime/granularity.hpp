@@ -64,7 +64,9 @@ class Granularity {
   Choice choose(const plan::LaunchSpec& spec, const std::vector<int>& followable, int64_t pieces,
                 bool worth);
   int64_t rows_per_chunk(DType dtype, const Dim& shape);  // memoized per shape and size
-  void report(const std::string& what);                   // info log, once per text, and the trace
+  /// The rows a chunk of a memory-bound array of `rows` rows takes (under mutex_).
+  int64_t shared_cut(int64_t rows, int64_t per, int64_t align);
+  void report(const std::string& what);  // info log, once per text, and the trace
 
   Driver& driver_;
   std::mutex mutex_;  // guards what follows
@@ -74,6 +76,7 @@ class Granularity {
   std::map<std::vector<int64_t>, std::vector<Superblock>> choices_;  // by launch and estimate
   std::set<std::string> said_;
   std::map<std::array<int64_t, 5>, int64_t> rows_;  // chunk rows by shape and element size
+  std::map<int64_t, int64_t> bound_rows_;           // by row count: the finest cut the memory bound
 };
 
 /// The devices' smallest memory budget (over every rank).

@@ -92,6 +92,32 @@ TEST(Granularity, AutomaticChunksFitAPartOfTheBudget) {
   for (const auto& c : chunks) EXPECT_LE(c.owned.volume() * 4, most);
 }
 
+// Arrays of one row count whose cut the memory bounds are cut alike (the finest so far), so
+// that a superblock following one array's chunk overwrites the other's chunk whole; an array
+// the memory does not bound keeps its own cut.
+TEST(Granularity, ArraysOfOneRowCountBoundByMemoryAreCutAlike) {
+  gs::Config cfg = fixed(2);
+  cfg.device_memory = 1 << 20;  // chunks of at most 32 KiB
+  gs::Context ctx(cfg);
+  auto big = ctx.zeros<float>({256, 512}, gs::dist::automatic());   // 512 KiB: 16 chunks
+  auto small = ctx.zeros<float>({256, 64}, gs::dist::automatic());  // 64 KiB: 2 on its own
+  auto tiny = ctx.zeros<float>({256, 1}, gs::dist::automatic());    // 1 KiB: not bound
+  const auto b = gs::detail::array_chunks(big.handle());
+  const auto s = gs::detail::array_chunks(small.handle());
+  ASSERT_EQ(b.size(), 16u);
+  ASSERT_EQ(s.size(), b.size());
+  for (std::size_t k = 0; k < b.size(); ++k) {
+    EXPECT_EQ(s[k].owned.lo[0], b[k].owned.lo[0]) << k;
+    EXPECT_EQ(s[k].owned.hi[0], b[k].owned.hi[0]) << k;
+  }
+  gs::Context alone(cfg);
+  auto tiny_alone = alone.zeros<float>({256, 1}, gs::dist::automatic());
+  EXPECT_EQ(chunks_of(tiny), chunks_of(tiny_alone));
+  EXPECT_LT(chunks_of(tiny), b.size());
+  auto small_alone = alone.zeros<float>({256, 64}, gs::dist::automatic());
+  EXPECT_EQ(chunks_of(small_alone), 2u);
+}
+
 TEST(Granularity, AutomaticDistributionsAreChosenOnlyByAContext) {
   EXPECT_THROW(gs::dist::automatic().chunks(gs::Dim{10}, 2), gs::ConfigError);
   EXPECT_THROW(gs::work::automatic().superblocks(gs::Dim{10}, gs::Dim{2}, 2), gs::LaunchError);
