@@ -40,6 +40,9 @@ class Device {
   /// True when work submitted only queues operations (cuda streams): the device reports the
   /// end through `done`. False when work has finished when it returns (cpu executors).
   virtual bool asynchronous() const = 0;
+  /// How many submitted works run at once (a cpu device: its executor threads; a GPU's
+  /// works follow one another, each over the whole device).
+  virtual int executors() const { return 1; }
   /// Raw device memory; throws OutOfMemoryError when the device has none left.
   virtual void* allocate(std::size_t bytes) = 0;
   virtual void deallocate(void* p, std::size_t bytes) = 0;

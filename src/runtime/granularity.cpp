@@ -426,6 +426,62 @@ std::vector<Superblock> even_cut(const Launch& l, int64_t pieces, int devices) {
   return out;
 }
 
+// Each superblock cut in `k` slabs along the launch's axis, on its own device: within a
+// chunk-following superblock every slab still uses the chunk in place.
+std::vector<Superblock> split_each(const Launch& l, const std::vector<Superblock>& sbs, int64_t k) {
+  int axis = l.axis;
+  for (int a = l.grid.rank() - 1; axis < 0 && a >= 0; --a)
+    if (l.grid[a] > 1) axis = a;
+  if (axis < 0) return sbs;
+  std::vector<Superblock> out;
+  for (const Superblock& sb : sbs) {
+    const int64_t lo = sb.blocks.lo[axis], extent = sb.blocks.extent(axis);
+    const int64_t parts = std::max<int64_t>(1, std::min(k, extent));
+    for (int64_t i = 0; i < parts; ++i) {
+      Rect r = sb.blocks;
+      r.lo[axis] = lo + extent * i / parts;
+      r.hi[axis] = lo + extent * (i + 1) / parts;
+      out.push_back(Superblock{r, sb.device});
+    }
+  }
+  return out;
+}
+
+// One superblock per chunk of the principal array when they are enough (or moving data does
+// not pay), else `pieces` even ones over the devices when moving pays, else one.
+std::pair<std::vector<Superblock>, std::string> across_devices(const Launch& l, int64_t pieces,
+                                                               bool worth, int devices) {
+  const plan::LaunchSpec& spec = l.spec;
+  std::vector<Superblock> chunked = l.axis >= 0 ? follow_chunks(l) : std::vector<Superblock>{};
+  const std::string name = l.param >= 0 ? (*spec.params)[l.param].name : "";
+  if (int64_t(chunked.size()) >= pieces || (!chunked.empty() && !worth)) {
+    std::string why = fmt::format("{} superblocks following `{}`'s chunks", chunked.size(), name);
+    return {std::move(chunked), std::move(why)};
+  }
+  if (pieces > 1 && worth)
+    return {even_cut(l, pieces, devices),
+            fmt::format("{} even superblocks (the arrays' chunks are fewer, and moving the "
+                        "arrays costs less than the devices gain)",
+                        pieces)};
+  int device = 0;
+  if (l.param >= 0 && !spec.arrays[l.param]->chunks.empty())
+    device = spec.arrays[l.param]->chunks.front().device;
+  return {{Superblock{l.all, device}}, "one superblock"};
+}
+
+// Whether a superblock of the launch runs on one thread of a cpu device: a kernel that
+// reduces into a partial (combined without atomics) or checks its accesses, and a native
+// function. A device then runs as many of them at once as it has executor threads.
+bool one_thread_each(const plan::LaunchSpec& spec) {
+  if (dynamic_cast<const NativeExecutable*>(spec.executable.get())) return true;
+  if (auto* k = dynamic_cast<const KernelExecutable*>(spec.executable.get());
+      k && k->source().checked)
+    return true;
+  for (const annotation::Access& a : spec.annotation->modes())
+    if (a.mode == annotation::Mode::reduce) return true;
+  return false;
+}
+
 std::size_t array_bytes(const plan::LaunchSpec& spec) {
   std::size_t bytes = 0;
   for (const plan::ArrayMeta* m : spec.arrays)
@@ -445,6 +501,12 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
   const double seconds =
       est ? est->seconds_per_thread * double(threads) : double(array_bytes(spec)) / b.bandwidth;
   const int64_t pieces = pieces_for(seconds, b.task_overhead, devices);
+  // Superblocks that run on one thread each: about two a thread of every device (uneven
+  // ones and busy threads even out), as many as the time pays for.
+  const int executors =
+      one_thread_each(spec) ? driver_.backend().devices().front()->executors() : 1;
+  const int64_t thread_pieces =
+      executors > 1 ? pieces_for(seconds, b.task_overhead, int64_t(devices) * executors * 2) : 0;
   // Splitting pays when the devices gain more than moving every array once costs, over a
   // link about an eighth of a device's memory bandwidth.
   const bool worth =
@@ -452,7 +514,7 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
   // The choice depends on the launch, the principal array's chunks, the pieces and whether
   // moving data pays.
   std::vector<int64_t> key{int64_t(reinterpret_cast<uintptr_t>(spec.executable.get())), pieces,
-                           worth};
+                           worth, thread_pieces};
   for (int a = 0; a < 3; ++a) key.push_back(spec.threads.get(a)), key.push_back(spec.block.get(a));
   key.insert(key.end(), spec.int_scalars.begin(), spec.int_scalars.end());
   const std::vector<int> followable = candidates(spec);
@@ -464,7 +526,7 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
     spec.superblocks = it->second;
     return;
   }
-  Choice c = choose(spec, followable, pieces, worth);
+  Choice c = choose(spec, followable, pieces, worth, thread_pieces);
   report(
       fmt::format("automatic work for `{}` over threads {}: {}; the launch takes about {} "
                   "({}), {} a task on the host",
@@ -478,8 +540,7 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
 
 Granularity::Choice Granularity::choose(const plan::LaunchSpec& spec,
                                         const std::vector<int>& followable, int64_t pieces,
-                                        bool worth) {
-  const int devices = driver_.device_count();
+                                        bool worth, int64_t thread_pieces) {
   std::vector<Dim> shapes(spec.arrays.size());
   for (std::size_t p = 0; p < spec.arrays.size(); ++p)
     if (spec.arrays[p]) shapes[p] = spec.arrays[p]->shape;
@@ -493,21 +554,19 @@ Granularity::Choice Granularity::choose(const plan::LaunchSpec& spec,
     if (l.axis >= 0) break;
   }
   if (l.axis < 0 && !followable.empty()) l.param = followable.front();
-  std::vector<Superblock> chunked = l.axis >= 0 ? follow_chunks(l) : std::vector<Superblock>{};
-  const std::string name = l.param >= 0 ? (*spec.params)[l.param].name : "";
-  if (int64_t(chunked.size()) >= pieces || (!chunked.empty() && !worth)) {
-    std::string why = fmt::format("{} superblocks following `{}`'s chunks", chunked.size(), name);
-    return {std::move(chunked), std::move(why)};
+  auto [superblocks, why] = across_devices(l, pieces, worth, driver_.device_count());
+  Choice c{std::move(superblocks), std::move(why)};
+  // A superblock cut in slabs on its own device (within a chunk, each slab uses it in place).
+  const int64_t have = int64_t(c.superblocks.size());
+  if (thread_pieces > have) {
+    const int64_t k = (thread_pieces + have - 1) / have;
+    c.superblocks = split_each(l, c.superblocks, k);
+    c.why += fmt::format(
+        ", each cut in {} for the devices' threads (a superblock of this "
+        "kernel runs on one)",
+        k);
   }
-  if (pieces > 1 && worth)
-    return {even_cut(l, pieces, devices),
-            fmt::format("{} even superblocks (the arrays' chunks are fewer, and moving the "
-                        "arrays costs less than the devices gain)",
-                        pieces)};
-  int device = 0;
-  if (l.param >= 0 && !spec.arrays[l.param]->chunks.empty())
-    device = spec.arrays[l.param]->chunks.front().device;
-  return {{Superblock{l.all, device}}, "one superblock"};
+  return c;
 }
 
 }  // namespace gridspan::runtime

@@ -61,8 +61,9 @@ class Granularity {
   void measure(Baseline& b);
   void measure_probe(Baseline& b);
   /// `followable`: the arrays the superblocks may follow, most bytes first.
+  /// `thread_pieces`: superblocks wanted for the devices' threads (0: the devices' count).
   Choice choose(const plan::LaunchSpec& spec, const std::vector<int>& followable, int64_t pieces,
-                bool worth);
+                bool worth, int64_t thread_pieces);
   int64_t rows_per_chunk(DType dtype, const Dim& shape);  // memoized per shape and size
   /// The rows a chunk of a memory-bound array of `rows` rows takes (under mutex_).
   int64_t shared_cut(int64_t rows, int64_t per, int64_t align);

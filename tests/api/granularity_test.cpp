@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <numeric>
 #include <random>
 
 #include "gridspan/gridspan.hpp"
@@ -167,6 +168,42 @@ TEST(Granularity, AutomaticWorkFollowsTheWrittenArraysChunks) {
   EXPECT_GE(ctx.stats().tasks - tasks, 6u);   // one Execute per chunk at least
   const auto got = out.to_vector();
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], 3.0f * values[i]) << i;
+}
+
+const char* kTotal = R"(
+__device__ void total_of(dim3 blockIdx, int64_t n, const gridspan::Vector<int> in,
+                         gridspan::Scalar<long long> total) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) total.reduce((long long)in[i]);
+}
+)";
+
+// On the cpu backend a superblock that reduces into a partial runs on one thread: with four
+// threads a device, automatic work cuts each chunk's superblock in slabs, about two a
+// thread, where one thread a device keeps one superblock a chunk. The sum is the same.
+TEST(Granularity, AReductionIsCutForTheDevicesThreads) {
+  const int64_t n = int64_t(1) << 21;  // 8 MB: 8 ms at 1 GB/s, worth 16 superblocks
+  std::mt19937_64 g(test::base_seed() + 7);
+  std::vector<int> values(n);
+  for (int& v : values) v = int(g() % 100) + 1;
+  const long long expect = std::accumulate(values.begin(), values.end(), 0LL);
+  std::vector<uint64_t> tasks;
+  for (int threads : {1, 4}) {
+    gs::Config cfg = fixed(2);
+    cfg.cpu_threads = threads;
+    gs::Context ctx(cfg);
+    if (ctx.backend_name() != "cpu") GTEST_SKIP() << "a GPU runs a superblock on all of it";
+    auto k = ctx.compile(gs::KernelDef::from_source(kTotal, "total_of")
+                             .annotate("global i => read in[i], reduce(+) total"));
+    auto in = ctx.from_vector<int>(values, {n}, gs::dist::rows(n / 2));
+    auto total = ctx.scalar<long long>(-1);
+    ctx.synchronize();
+    const uint64_t before = ctx.stats().tasks;
+    k.launch({n}, {256}, gs::work::automatic(), n, in, total);
+    EXPECT_EQ(total.item(), expect) << threads << " threads, seed " << test::base_seed();
+    tasks.push_back(ctx.stats().tasks - before);
+  }
+  EXPECT_GE(tasks[1], tasks[0] + 14) << "16 superblocks (and their partials) against 2";
 }
 
 const char* kAdd2 = R"(

@@ -33,6 +33,7 @@ class CpuDevice final : public Device {
   std::size_t memory_capacity() const override { return capacity_; }
   bool unified() const override { return true; }
   bool asynchronous() const override { return false; }
+  int executors() const override { return threads(); }
   bool has_queued() const override { return queued_.load(std::memory_order_acquire) > 0; }
   void* allocate(std::size_t bytes) override;
   void deallocate(void* p, std::size_t bytes) override;
