@@ -503,6 +503,19 @@ void check_inline_arg(const detail::KernelState& s, const std::string& native, s
     throw mismatch("is a view of const elements, and the kernel writes it");
 }
 
+// Puts a copy of the argument's array cut by `cut` in its place, for every handle of it
+// (views too); the old chunks go once the copy has read them.
+void recut_argument(runtime::Granularity& granularity, const detail::LaunchArg& arg,
+                    const DataDistribution& cut, plan::LaunchSpec& spec) {
+  detail::ArrayStorage& storage = *arg.array->storage;
+  const plan::ArrayMeta* old = storage.meta.get();
+  std::shared_ptr<plan::ArrayMeta> fresh = granularity.recut(*old, cut);
+  const std::shared_ptr<plan::ArrayMeta> gone = std::exchange(storage.meta, fresh);
+  for (const plan::ArrayMeta*& a : spec.arrays)
+    if (a == old) a = fresh.get();
+  storage.driver->release_array(*gone);
+}
+
 // A launch inside a native function's task runs at once on its views (runtime::run_inline).
 Event launch_inline(const detail::KernelState& s, const Dim& threads, const Dim& block,
                     const std::vector<detail::LaunchArg>& args) {
@@ -628,9 +641,12 @@ Event Kernel::launch_packed(const Dim& threads, const Dim& block, const WorkDist
   }
   spec.scalars = state_->scalars_like(blob);
   spec.scalar_offsets = state_->scalar_offsets;
-  if (work.is_automatic())
-    driver_ptr()->granularity().superblocks(spec);
-  else
+  if (work.is_automatic()) {
+    runtime::Granularity& granularity = driver_ptr()->granularity();
+    for (const auto& [p, cut] : granularity.recuts(spec))
+      recut_argument(granularity, args[p], cut, spec);
+    granularity.superblocks(spec);
+  } else
     work.superblocks(threads, block, driver_ptr()->device_count(), spec.superblocks);
   return Event(state_->driver, state_->driver->launch(spec));
 }

@@ -36,6 +36,7 @@ struct ArrayMeta {
   Dim shape;
   std::vector<ChunkMeta> chunks;
   bool owned_partition = true;   // owned boxes are disjoint and cover the array
+  bool automatic = false;        // cut by dist::automatic (without a halo): may be re-cut
   std::string describe() const;  // "array 3 float32 {100, 20}"
 };
 

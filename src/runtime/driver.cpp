@@ -109,6 +109,7 @@ std::shared_ptr<plan::ArrayMeta> Driver::create_array(DType dtype, const Dim& sh
   meta->dtype = dtype;
   meta->elem_size = dtype_size(dtype);
   meta->shape = shape;
+  meta->automatic = dist.is_automatic() && dist.automatic_halo().rank() == 0;
   const DataDistribution& chosen =
       dist.is_automatic() ? granularity().distribution(dtype, shape, dist.automatic_halo()) : dist;
   for (const ChunkSpec& c : chosen.chunks(shape, device_count()))

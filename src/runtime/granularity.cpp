@@ -318,7 +318,8 @@ struct Launch {
   Rect all;  // every block
   annotation::BoundAnnotation bound;
   int param = -1;  // the principal array's parameter, -1: none
-  int axis = -1;   // the thread axis along its rows, -1: none
+  int axis = -1;   // the thread axis that walks it along `along`, -1: none
+  int along = 0;   // the principal array's axis that `axis` walks (its rows first)
 
   Rect slab(int64_t lo, int64_t hi) const {
     Rect r = all;
@@ -354,36 +355,44 @@ std::vector<int> candidates(const plan::LaunchSpec& spec) {
   return out;
 }
 
-// The highest thread axis whose first slab of blocks reaches only part of the array's rows.
-int row_axis(const Launch& l) {
-  const int64_t rows = l.spec.arrays[l.param]->shape[0];
-  for (int a = l.grid.rank() - 1; a >= 0; --a) {
-    if (l.grid[a] < 2) continue;
-    Launch probe = l;
-    probe.axis = a;
-    const Rect r = probe.region(probe.slab(0, 1));
-    if (!r.empty() && r.extent(0) < rows) return a;
-  }
-  return -1;
+// The principal array's axis (rows first) and the highest thread axis whose first slab of
+// blocks reaches only part of it: sets `l.along` and `l.axis`; false when there is none.
+bool walk_axes(Launch& l) {
+  const Dim& shape = l.spec.arrays[l.param]->shape;
+  for (int k = 0; k < shape.rank(); ++k)
+    for (int a = l.grid.rank() - 1; a >= 0; --a) {
+      if (l.grid[a] < 2) continue;
+      l.axis = a;
+      const Rect r = l.region(l.slab(0, 1));
+      if (!r.empty() && r.extent(k) < shape[k]) {
+        l.along = k;
+        return true;
+      }
+    }
+  l.axis = -1;
+  l.along = 0;
+  return false;
 }
 
-// Superblocks one per chunk of the principal array (row slabs only), or none.
+// Superblocks one per chunk of the principal array (slabs along `l.along` only), or none.
 std::vector<Superblock> follow_chunks(const Launch& l) {
   const plan::ArrayMeta& m = *l.spec.arrays[l.param];
+  const int k = l.along;
   std::vector<plan::ChunkMeta> chunks = m.chunks;
   for (const auto& c : chunks)
-    for (int ax = 1; ax < m.shape.rank(); ++ax)
-      if (c.owned.lo[ax] != 0 || c.owned.hi[ax] != m.shape[ax]) return {};
+    for (int ax = 0; ax < m.shape.rank(); ++ax)
+      if (ax != k && (c.owned.lo[ax] != 0 || c.owned.hi[ax] != m.shape[ax])) return {};
   std::sort(chunks.begin(), chunks.end(),
-            [](const auto& a, const auto& b) { return a.owned.lo[0] < b.owned.lo[0]; });
+            [k](const auto& a, const auto& b) { return a.owned.lo[k] < b.owned.lo[k]; });
   const int64_t g = l.grid[l.axis];
-  // The first slab of blocks whose rows start at `row` or later (rows grow with the axis).
+  // The first slab of blocks whose part of axis k starts at `row` or later (it grows with
+  // the thread axis).
   auto first_at = [&](int64_t row) {
     int64_t lo = 0, hi = g;
     while (lo < hi) {
       const int64_t mid = (lo + hi) / 2;
       const Rect r = l.region(l.slab(mid, mid + 1));
-      if (!r.empty() && r.lo[0] >= row)
+      if (!r.empty() && r.lo[k] >= row)
         hi = mid;
       else
         lo = mid + 1;
@@ -395,7 +404,7 @@ std::vector<Superblock> follow_chunks(const Launch& l) {
   std::vector<Superblock> out;
   int64_t from = 0;
   for (std::size_t j = 0; j < chunks.size(); ++j) {
-    const int64_t to = j + 1 < chunks.size() ? first_at(chunks[j + 1].owned.lo[0]) : g;
+    const int64_t to = j + 1 < chunks.size() ? first_at(chunks[j + 1].owned.lo[k]) : g;
     if (to <= from) continue;
     int64_t end = to;
     if (!chunks[j].owned.contains(l.region(l.slab(to - 1, to)))) --end;
@@ -447,12 +456,82 @@ std::vector<Superblock> split_each(const Launch& l, const std::vector<Superblock
   return out;
 }
 
+// The launch as the rules see it: its grid and its annotation bound to its arrays.
+Launch bound_launch(const plan::LaunchSpec& spec) {
+  std::vector<Dim> shapes(spec.arrays.size());
+  for (std::size_t p = 0; p < spec.arrays.size(); ++p)
+    if (spec.arrays[p]) shapes[p] = spec.arrays[p]->shape;
+  Launch l{spec, grid_of(spec.threads, spec.block), Rect(), {}};
+  l.all = Rect::of_shape(l.grid);
+  l.bound = spec.annotation->bind(annotation::LaunchGeometry{spec.threads, spec.block},
+                                  spec.int_scalars, shapes);
+  return l;
+}
+
+// The principal array: the first of `followable` whose chunks the superblocks can follow
+// (its superblocks are returned), else the first a thread axis walks, else the first.
+std::vector<Superblock> pick_principal(Launch& l, const std::vector<int>& followable) {
+  int walked = -1;
+  for (int p : followable) {
+    l.param = p;
+    if (!walk_axes(l)) continue;
+    if (walked < 0) walked = p;
+    std::vector<Superblock> chunked = follow_chunks(l);
+    if (!chunked.empty()) return chunked;
+  }
+  l.param = walked >= 0 ? walked : followable.empty() ? -1 : followable.front();
+  if (l.param >= 0) walk_axes(l);
+  return {};
+}
+
+}  // namespace
+
+std::vector<std::pair<int, DataDistribution>> Granularity::recuts(const plan::LaunchSpec& spec) {
+  const std::vector<int> followable = candidates(spec);
+  Launch l = bound_launch(spec);
+  for (int p : followable) {  // the largest a thread axis walks
+    l.param = p;
+    if (walk_axes(l)) break;
+    l.param = -1;
+  }
+  if (l.param < 0 || l.along == 0) return {};
+  const plan::ArrayMeta& m = *spec.arrays[l.param];
+  if (!m.automatic || m.chunks.size() < 2 || !follow_chunks(l).empty()) return {};
+  // As many chunks as now, along the walked axis, each a whole number of what a slab of
+  // blocks reads of it.
+  const int k = l.along;
+  const int64_t span = std::max<int64_t>(1, l.region(l.slab(0, 1)).extent(k));
+  const int64_t pieces = int64_t(m.chunks.size());
+  int64_t per = (m.shape[k] + pieces - 1) / pieces;
+  per = (per + span - 1) / span * span;
+  Dim chunk = m.shape;
+  chunk[k] = per;
+  const DataDistribution cut = dist::tiles(chunk).blocked();
+  std::vector<std::pair<int, DataDistribution>> out;
+  std::set<const plan::ArrayMeta*> seen;  // an array passed twice is cut once
+  for (int p : followable) {
+    const plan::ArrayMeta* a = spec.arrays[p];
+    if (a->automatic && a->shape == m.shape && a->chunks.size() > 1 && seen.insert(a).second)
+      out.emplace_back(p, cut);
+  }
+  std::lock_guard lock(mutex_);
+  report(fmt::format(
+      "automatic distribution of `{}` {}: cut anew in chunks of {} along axis {} ({} chunks), "
+      "as kernel `{}` walks that axis with its threads ({} array(s) of that shape)",
+      (*spec.params)[l.param].name, m.shape.str(), chunk.str(), k, (m.shape[k] + per - 1) / per,
+      spec.executable->name(), out.size()));
+  return out;
+}
+
+namespace {
+
 // One superblock per chunk of the principal array when they are enough (or moving data does
 // not pay), else `pieces` even ones over the devices when moving pays, else one.
-std::pair<std::vector<Superblock>, std::string> across_devices(const Launch& l, int64_t pieces,
-                                                               bool worth, int devices) {
+std::pair<std::vector<Superblock>, std::string> across_devices(const Launch& l,
+                                                               std::vector<Superblock> chunked,
+                                                               int64_t pieces, bool worth,
+                                                               int devices) {
   const plan::LaunchSpec& spec = l.spec;
-  std::vector<Superblock> chunked = l.axis >= 0 ? follow_chunks(l) : std::vector<Superblock>{};
   const std::string name = l.param >= 0 ? (*spec.params)[l.param].name : "";
   if (int64_t(chunked.size()) >= pieces || (!chunked.empty() && !worth)) {
     std::string why = fmt::format("{} superblocks following `{}`'s chunks", chunked.size(), name);
@@ -541,20 +620,10 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
 Granularity::Choice Granularity::choose(const plan::LaunchSpec& spec,
                                         const std::vector<int>& followable, int64_t pieces,
                                         bool worth, int64_t thread_pieces) {
-  std::vector<Dim> shapes(spec.arrays.size());
-  for (std::size_t p = 0; p < spec.arrays.size(); ++p)
-    if (spec.arrays[p]) shapes[p] = spec.arrays[p]->shape;
-  Launch l{spec, grid_of(spec.threads, spec.block), Rect(), {}};
-  l.all = Rect::of_shape(l.grid);
-  l.bound = spec.annotation->bind(annotation::LaunchGeometry{spec.threads, spec.block},
-                                  spec.int_scalars, shapes);
-  for (int p : followable) {  // the first with a thread axis along its rows
-    l.param = p;
-    l.axis = row_axis(l);
-    if (l.axis >= 0) break;
-  }
-  if (l.axis < 0 && !followable.empty()) l.param = followable.front();
-  auto [superblocks, why] = across_devices(l, pieces, worth, driver_.device_count());
+  Launch l = bound_launch(spec);
+  std::vector<Superblock> chunked = pick_principal(l, followable);
+  auto [superblocks, why] =
+      across_devices(l, std::move(chunked), pieces, worth, driver_.device_count());
   Choice c{std::move(superblocks), std::move(why)};
   // A superblock cut in slabs on its own device (within a chunk, each slab uses it in place).
   const int64_t have = int64_t(c.superblocks.size());

@@ -53,6 +53,13 @@ class Granularity {
   DataDistribution distribution(DType dtype, const Dim& shape, const Dim& halo = Dim());
   /// work::automatic() for a launch: fills `spec.superblocks` (see granularity.cpp).
   void superblocks(plan::LaunchSpec& spec);
+  /// Before superblocks(): the automatic arrays of the launch to cut anew, by parameter, and
+  /// how. An array the launch's threads walk along an axis other than its rows (an ELL
+  /// matrix's columns) is cut along that axis, so that superblocks use its chunks in place.
+  std::vector<std::pair<int, DataDistribution>> recuts(const plan::LaunchSpec& spec);
+  /// A copy of `old` cut by `dist` (filled by a launch that reads `old`): the caller puts it
+  /// in the old one's place and releases the old one.
+  std::shared_ptr<plan::ArrayMeta> recut(const plan::ArrayMeta& old, const DataDistribution& dist);
   /// The overhead and bandwidth, measured on the first call.
   const Baseline& baseline();
 
@@ -77,7 +84,9 @@ class Granularity {
   std::map<std::vector<int64_t>, std::vector<Superblock>> choices_;  // by launch and estimate
   std::set<std::string> said_;
   std::map<std::array<int64_t, 5>, int64_t> rows_;  // chunk rows by shape and element size
-  std::map<int64_t, int64_t> bound_rows_;           // by row count: the finest cut the memory bound
+  std::map<int64_t, int64_t> bound_rows_;
+  std::array<std::shared_ptr<const plan::Executable>, kMaxRank>
+      copiers_;  // recut, by rank           // by row count: the finest cut the memory bound
 };
 
 /// The devices' smallest memory budget (over every rank).

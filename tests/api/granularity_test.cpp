@@ -206,6 +206,57 @@ TEST(Granularity, AReductionIsCutForTheDevicesThreads) {
   EXPECT_GE(tasks[1], tasks[0] + 14) << "16 superblocks (and their partials) against 2";
 }
 
+const char* kColumnSums = R"(
+__device__ void colsum(dim3 blockIdx, int64_t rows, int64_t cols, gridspan::Vector<float> y,
+                       const gridspan::Matrix<float> m) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= cols) return;
+  float s = 0.0f;
+  for (int64_t r = 0; r < rows; ++r) s += m(r, i);
+  y[i] = s;
+}
+)";
+
+// An automatic matrix its kernel walks along the columns (an ELL matrix's layout) is cut
+// anew along them at its first such launch: its values stay, and the superblocks then use
+// its chunks in place (on one device, a second launch moves nothing).
+TEST(Granularity, AnArrayWalkedAlongItsColumnsIsCutAnew) {
+  const int64_t rows = 16, cols = 4096;  // 256 KiB: 8 chunks of at most 32 KiB
+  const auto values = random_floats(rows * cols, test::base_seed() + 9);
+  std::vector<float> sums(cols, 0.0f);
+  for (int64_t i = 0; i < cols; ++i)
+    for (int64_t r = 0; r < rows; ++r) sums[i] += values[r * cols + i];
+  for (int devices : {1, 2}) {
+    gs::Config cfg = fixed(devices);
+    cfg.device_memory = 1 << 20;
+    gs::Context ctx(cfg);
+    auto k = ctx.compile(gs::KernelDef::from_source(kColumnSums, "colsum")
+                             .annotate("global i => overwrite y[i], read m[:, i]"));
+    auto m = ctx.from_vector<float>(values, {rows, cols}, gs::dist::automatic());
+    const auto before = gs::detail::array_chunks(m.handle());
+    ASSERT_GE(before.size(), 8u);
+    EXPECT_EQ(before[0].owned.hi[1], cols) << "cut by rows at first";
+    auto y = ctx.full<float>({cols}, -777.0f, gs::dist::automatic());
+    k.launch({cols}, {128}, gs::work::automatic(), rows, cols, y, m);
+    EXPECT_EQ(y.to_vector(), sums) << devices << " devices, seed " << test::base_seed();
+    const auto after = gs::detail::array_chunks(m.handle());
+    EXPECT_EQ(after.size(), before.size());
+    for (const auto& c : after) {
+      EXPECT_EQ(c.owned.lo[0], 0);
+      EXPECT_EQ(c.owned.hi[0], rows);
+      EXPECT_LT(c.owned.extent(1), cols);
+    }
+    EXPECT_EQ(m.to_vector(), values);
+    if (devices > 1) continue;
+    ctx.synchronize();
+    const uint64_t moved = ctx.stats().bytes_moved;
+    k.launch({cols}, {128}, gs::work::automatic(), rows, cols, y, m);
+    ctx.synchronize();
+    EXPECT_EQ(ctx.stats().bytes_moved, moved);
+    EXPECT_EQ(y.to_vector(), sums);
+  }
+}
+
 const char* kAdd2 = R"(
 __device__ void add2(dim3 blockIdx, int64_t rows, int64_t cols, gridspan::Matrix<float> out,
                      const gridspan::Matrix<float> in) {
