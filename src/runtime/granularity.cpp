@@ -488,15 +488,38 @@ std::vector<Superblock> pick_principal(Launch& l, const std::vector<int>& follow
 
 std::vector<std::pair<int, DataDistribution>> Granularity::recuts(const plan::LaunchSpec& spec) {
   const std::vector<int> followable = candidates(spec);
+  // Only an automatic array of several chunks and axes may be cut anew: most launches stop
+  // here, before the annotation is bound.
+  if (std::none_of(followable.begin(), followable.end(), [&](int p) {
+        const plan::ArrayMeta& a = *spec.arrays[p];
+        return a.automatic && a.chunks.size() > 1 && a.shape.rank() > 1;
+      }))
+    return {};
+  // A launch found to keep its cuts is not looked at again (the same kernel, geometry and
+  // arrays).
+  std::vector<int64_t> key{int64_t(reinterpret_cast<uintptr_t>(spec.executable.get()))};
+  for (int a = 0; a < 3; ++a) key.push_back(spec.threads.get(a)), key.push_back(spec.block.get(a));
+  key.insert(key.end(), spec.int_scalars.begin(), spec.int_scalars.end());
+  for (int p : followable) key.push_back(int64_t(spec.arrays[p]->id));
+  {
+    std::lock_guard lock(mutex_);
+    if (kept_cuts_.count(key)) return {};
+  }
+  auto keep = [&] {
+    std::lock_guard lock(mutex_);
+    if (kept_cuts_.size() > 4096) kept_cuts_.clear();
+    kept_cuts_.insert(key);
+    return std::vector<std::pair<int, DataDistribution>>{};
+  };
   Launch l = bound_launch(spec);
   for (int p : followable) {  // the largest a thread axis walks
     l.param = p;
     if (walk_axes(l)) break;
     l.param = -1;
   }
-  if (l.param < 0 || l.along == 0) return {};
+  if (l.param < 0 || l.along == 0) return keep();
   const plan::ArrayMeta& m = *spec.arrays[l.param];
-  if (!m.automatic || m.chunks.size() < 2 || !follow_chunks(l).empty()) return {};
+  if (!m.automatic || m.chunks.size() < 2 || !follow_chunks(l).empty()) return keep();
   // As many chunks as now, along the walked axis, each a whole number of what a slab of
   // blocks reads of it.
   const int k = l.along;

@@ -85,6 +85,7 @@ class Granularity {
   std::set<std::string> said_;
   std::map<std::array<int64_t, 5>, int64_t> rows_;  // chunk rows by shape and element size
   std::map<int64_t, int64_t> bound_rows_;
+  std::set<std::vector<int64_t>> kept_cuts_;  // launches recuts() found nothing to cut in
   std::array<std::shared_ptr<const plan::Executable>, kMaxRank>
       copiers_;  // recut, by rank           // by row count: the finest cut the memory bound
 };
