@@ -456,6 +456,14 @@ std::vector<Superblock> split_each(const Launch& l, const std::vector<Superblock
   return out;
 }
 
+// What identifies a launch to the memos: its kernel, geometry and integer scalars.
+std::vector<int64_t> launch_key(const plan::LaunchSpec& spec) {
+  std::vector<int64_t> key{int64_t(reinterpret_cast<uintptr_t>(spec.executable.get()))};
+  for (int a = 0; a < 3; ++a) key.push_back(spec.threads.get(a)), key.push_back(spec.block.get(a));
+  key.insert(key.end(), spec.int_scalars.begin(), spec.int_scalars.end());
+  return key;
+}
+
 // The launch as the rules see it: its grid and its annotation bound to its arrays.
 Launch bound_launch(const plan::LaunchSpec& spec) {
   std::vector<Dim> shapes(spec.arrays.size());
@@ -497,9 +505,7 @@ std::vector<std::pair<int, DataDistribution>> Granularity::recuts(const plan::La
     return {};
   // A launch found to keep its cuts is not looked at again (the same kernel, geometry and
   // arrays).
-  std::vector<int64_t> key{int64_t(reinterpret_cast<uintptr_t>(spec.executable.get()))};
-  for (int a = 0; a < 3; ++a) key.push_back(spec.threads.get(a)), key.push_back(spec.block.get(a));
-  key.insert(key.end(), spec.int_scalars.begin(), spec.int_scalars.end());
+  std::vector<int64_t> key = launch_key(spec);
   for (int p : followable) key.push_back(int64_t(spec.arrays[p]->id));
   {
     std::lock_guard lock(mutex_);
@@ -615,10 +621,8 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
       seconds - seconds / double(pieces) > double(array_bytes(spec)) / (b.bandwidth / 8);
   // The choice depends on the launch, the principal array's chunks, the pieces and whether
   // moving data pays.
-  std::vector<int64_t> key{int64_t(reinterpret_cast<uintptr_t>(spec.executable.get())), pieces,
-                           worth, thread_pieces};
-  for (int a = 0; a < 3; ++a) key.push_back(spec.threads.get(a)), key.push_back(spec.block.get(a));
-  key.insert(key.end(), spec.int_scalars.begin(), spec.int_scalars.end());
+  std::vector<int64_t> key = launch_key(spec);
+  key.insert(key.end(), {pieces, worth, thread_pieces});
   const std::vector<int> followable = candidates(spec);
   for (int param : followable)
     for (const plan::ChunkMeta& c : spec.arrays[param]->chunks)
