@@ -188,6 +188,8 @@ void run_program(uint64_t seed, Spilled& spilled, bool memoize) {
   // (fast devices) to one per device.
   cfg.task_overhead_us = p.pick(1, 20);
   cfg.device_bandwidth = std::size_t(1) << p.pick(10, 32);
+  // Cpu devices of several threads: automatic work cuts one-thread superblocks for them.
+  cfg.cpu_threads = p.pick(1, 3);
   gs::Context ctx(cfg);
   p.devices = ctx.device_count();  // fewer where fewer GPUs are there
   std::map<std::string, gs::Kernel> k;
