@@ -45,6 +45,28 @@ std::size_t spilled(const gs::Context& ctx) {
   return s;
 }
 
+// Rows a chunk for an array of `rows` rows of `row_bytes` bytes and `row_elems` elements
+// under `cut` (`own`: the demo's `own_rows`).
+long long rows_for(const DemoCut& cut, long long rows, long long row_elems, long long row_bytes,
+                   long long own_rows) {
+  const long long devices = std::max(1, gs::Config::from_env().cpu_devices);
+  long long pieces = 1;
+  switch (cut.kind) {
+    case DemoCut::own:
+    case DemoCut::automatic:
+      return own_rows;
+    case DemoCut::hand:
+      pieces = cut.pieces * devices;
+      break;
+    case DemoCut::dask:  // chunks of 128 MiB
+      return std::min(rows, std::max(1LL, (128LL << 20) / row_bytes));
+    case DemoCut::legate:  // at least 1 Mi elements a piece, at most a piece a device
+      pieces = std::clamp(rows * row_elems / (1LL << 20), 1LL, devices);
+      break;
+  }
+  return std::max(1LL, (rows + pieces - 1) / pieces);
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -59,7 +81,7 @@ __device__ void stencil(dim3 blockIdx, long long n, gridspan::Vector<float> out,
 }
 )";
 
-Row demo_stencil(int scale) {
+Row demo_stencil(int scale, const DemoCut& cut) {
   const long long n = (1LL << 22) * scale;
   const int iters = 10;
   std::mt19937 g(1);
@@ -76,14 +98,16 @@ Row demo_stencil(int scale) {
   gs::Context ctx(cfg);
   auto k = ctx.compile(gs::KernelDef::from_source(kStencil, "stencil")
                            .annotate("global i => write out[i], read in[i-1:i+1]"));
-  long long chunk = n / 32;
-  auto dist = gs::dist::stencil({chunk}, {1});
+  const bool automatic = cut.kind == DemoCut::automatic;
+  long long chunk = rows_for(cut, n, 1, 4, n / 32);
+  auto dist = automatic ? gs::dist::automatic({1}) : gs::dist::stencil({chunk}, {1});
+  auto work = automatic ? gs::work::automatic() : gs::work::tiles({chunk});
   auto a = ctx.from_vector<float>(x, {n}, dist);
   auto b = ctx.empty<float>({n}, dist);
   ctx.synchronize();
   auto t0 = std::chrono::steady_clock::now();
   for (int it = 0; it < iters; ++it) {
-    k.launch({n}, {256}, gs::work::tiles({chunk}), n, b, a);
+    k.launch({n}, {256}, work, n, b, a);
     std::swap(a, b);
   }
   std::vector<float> out = a.to_vector();
@@ -115,7 +139,7 @@ __device__ void hotspot(dim3 blockIdx, int rows, int cols, float cap, float rx, 
 }
 )";
 
-Row demo_hotspot(int scale) {
+Row demo_hotspot(int scale, const DemoCut& cut) {
   const int rows = 1024 * scale, cols = 1024;
   const int iters = 10;
   const float cap = 0.5f, rx = 0.1f, ry = 0.1f, rz = 0.01f;
@@ -143,15 +167,20 @@ Row demo_hotspot(int scale) {
       ctx.compile(gs::KernelDef::from_source(kHotspot, "hotspot")
                       .annotate("global [i, j] => write out[i, j], read temp[i-1:i+1, j-1:j+1], "
                                 "read power[i, j]"));
-  auto dist = gs::dist::stencil({256, 256}, {1, 1});
+  // Its own cut: tiles of 256 x 256; the others cut rows.
+  const long long r = rows_for(cut, rows, cols, cols * 4LL, 256);
+  const gs::Dim tile = cut.kind == DemoCut::own ? gs::Dim{256, 256} : gs::Dim{r, cols};
+  const bool automatic = cut.kind == DemoCut::automatic;
+  auto dist = automatic ? gs::dist::automatic({1, 1}) : gs::dist::stencil(tile, {1, 1});
   auto a = ctx.from_vector<float>(temp, {rows, cols}, dist);
   auto b = ctx.empty<float>({rows, cols}, dist);
-  auto p = ctx.from_vector<float>(power, {rows, cols}, gs::dist::tiles({256, 256}));
+  auto p = ctx.from_vector<float>(power, {rows, cols},
+                                  automatic ? gs::dist::automatic() : gs::dist::tiles(tile));
+  auto work = automatic ? gs::work::automatic() : gs::work::tiles(tile);
   ctx.synchronize();
   auto t0 = std::chrono::steady_clock::now();
   for (int it = 0; it < iters; ++it) {
-    k.launch({rows, cols}, {16, 16}, gs::work::tiles({256, 256}), rows, cols, cap, rx, ry, rz, b, a,
-             p);
+    k.launch({rows, cols}, {16, 16}, work, rows, cols, cap, rx, ry, rz, b, a, p);
     std::swap(a, b);
   }
   std::vector<float> out = a.to_vector();
@@ -196,7 +225,7 @@ __device__ void assign(dim3 blockIdx, long long n, int k, const gridspan::Matrix
 }
 )";
 
-Row demo_kmeans(int scale) {
+Row demo_kmeans(int scale, const DemoCut& cut) {
   const long long n = (1LL << 20) * scale;
   const int k = 8, F = 4, iters = 5;
   std::mt19937 g(3);
@@ -239,17 +268,20 @@ Row demo_kmeans(int scale) {
                       .define("FEATURES", F)
                       .annotate("global i => read points[i, :], read centres[:, :], "
                                 "write label[i], reduce(+) sums[:, :], reduce(+) counts[:]"));
-  long long chunk = n / 32;
-  auto pts = ctx.from_vector<float>(points, {n, F}, gs::dist::rows(chunk));
+  const bool automatic = cut.kind == DemoCut::automatic;
+  long long chunk = rows_for(cut, n, F, F * 4, n / 32);
+  auto rows = automatic ? gs::dist::automatic() : gs::dist::rows(chunk);
+  auto work = automatic ? gs::work::automatic() : gs::work::tiles({chunk});
+  auto pts = ctx.from_vector<float>(points, {n, F}, rows);
   auto cen = ctx.from_vector<float>(centres, {k, F}, gs::dist::replicated());
-  auto label = ctx.empty<int>({n}, gs::dist::rows(chunk));
+  auto label = ctx.empty<int>({n}, rows);
   auto sums = ctx.zeros<double>({k, F}, gs::dist::centralized(0));
   auto counts = ctx.zeros<long long>({k}, gs::dist::centralized(0));
   ctx.synchronize();
   auto t0 = std::chrono::steady_clock::now();
   std::vector<float> cur = centres;
   for (int it = 0; it < iters; ++it) {
-    kern.launch({n}, {256}, gs::work::tiles({chunk}), n, k, pts, cen, label, sums, counts);
+    kern.launch({n}, {256}, work, n, k, pts, cen, label, sums, counts);
     auto s = sums.to_vector();
     auto c = counts.to_vector();
     for (int ci = 0; ci < k; ++ci)
@@ -284,7 +316,7 @@ __device__ void gemm(dim3 blockIdx, int n, gridspan::Matrix<float> C, const grid
 }
 )";
 
-Row demo_gemm(int scale) {
+Row demo_gemm(int scale, const DemoCut& cut) {
   const int n = 512 * scale;
   std::mt19937 g(4);
   std::uniform_int_distribution<int> u(-4, 4);
@@ -301,13 +333,16 @@ Row demo_gemm(int scale) {
   gs::Context ctx(cfg);
   auto k = ctx.compile(gs::KernelDef::from_source(kGemm, "gemm")
                            .annotate("global [i, j] => write C[i, j], read A[i, :], read B[:, j]"));
-  int rows = std::max(16, n / 16);
-  auto a = ctx.from_vector<float>(A, {n, n}, gs::dist::rows(rows));
+  const bool automatic = cut.kind == DemoCut::automatic;
+  const long long rows = rows_for(cut, n, n, n * 4LL, std::max(16, n / 16));
+  auto by_rows = automatic ? gs::dist::automatic() : gs::dist::rows(rows);
+  auto a = ctx.from_vector<float>(A, {n, n}, by_rows);
   auto b = ctx.from_vector<float>(B, {n, n}, gs::dist::replicated());
-  auto c = ctx.empty<float>({n, n}, gs::dist::rows(rows));
+  auto c = ctx.empty<float>({n, n}, by_rows);
+  auto work = automatic ? gs::work::automatic() : gs::work::tiles({rows, n});
   ctx.synchronize();
   auto t0 = std::chrono::steady_clock::now();
-  k.launch({n, n}, {16, 16}, gs::work::tiles({rows, n}), n, c, a, b);
+  k.launch({n, n}, {16, 16}, work, n, c, a, b);
   std::vector<float> out = c.to_vector();
   double t = seconds_since(t0);
   long long wrong = 0;
@@ -321,24 +356,67 @@ Row demo_gemm(int scale) {
           fmt::format("{} elements differ", wrong)};
 }
 
+struct Problem {
+  const char* name;
+  Row (*fn)(int, const DemoCut&);
+};
+constexpr Problem kProblems[] = {{"stencil", demo_stencil},
+                                 {"hotspot", demo_hotspot},
+                                 {"kmeans", demo_kmeans},
+                                 {"gemm", demo_gemm}};
+
+bool known_problem(const std::string& only) {
+  bool known = only.empty();
+  for (auto& p : kProblems) known = known || only == p.name;
+  if (!known)
+    std::fprintf(stderr, "no problem named '%s'; choose stencil, hotspot, kmeans or gemm\n",
+                 only.c_str());
+  return known;
+}
+
 }  // namespace
 
-int run_demo(const DemoOptions& o) {
-  struct Problem {
-    const char* name;
-    Row (*fn)(int);
-  };
-  Problem problems[] = {{"stencil", demo_stencil},
-                        {"hotspot", demo_hotspot},
-                        {"kmeans", demo_kmeans},
-                        {"gemm", demo_gemm}};
-  bool known = o.only.empty();
-  for (auto& p : problems) known = known || o.only == p.name;
-  if (!known) {
-    std::fprintf(stderr, "no problem named '%s'; choose stencil, hotspot, kmeans or gemm\n",
-                 o.only.c_str());
-    return 2;
+std::string DemoCut::name() const {
+  switch (kind) {
+    case hand:
+      return fmt::format("{}", pieces);
+    case dask:
+      return "dask";
+    case legate:
+      return "legate";
+    case automatic:
+      return "automatic";
+    default:
+      return "own";
   }
+}
+
+int run_demo_sweep(const DemoOptions& o, const std::vector<int>& pieces) {
+  if (!known_problem(o.only)) return 2;
+  std::vector<DemoCut> cuts{DemoCut{}};
+  for (int p : pieces) cuts.push_back(DemoCut{DemoCut::hand, p});
+  for (auto kind : {DemoCut::dask, DemoCut::legate, DemoCut::automatic})
+    cuts.push_back(DemoCut{kind, 0});
+  bool all_ok = true;
+  for (auto& p : kProblems) {
+    if (!o.only.empty() && o.only != p.name) continue;
+    for (const DemoCut& cut : cuts) {
+      try {  // a cut too coarse for the memory limits fails; the others go on
+        Row r = p.fn(o.scale, cut);
+        all_ok = all_ok && r.ok;
+        std::printf("sweep %-10s %-10s %10.5f s  %s\n", p.name, cut.name().c_str(), r.seconds,
+                    r.ok ? "ok" : "FAILED");
+      } catch (const gs::Error& e) {
+        std::printf("sweep %-10s %-10s failed: %.160s\n", p.name, cut.name().c_str(), e.what());
+      }
+      std::fflush(stdout);
+    }
+  }
+  return all_ok ? 0 : 1;
+}
+
+int run_demo(const DemoOptions& o) {
+  if (!known_problem(o.only)) return 2;
   gs::Config cfg = gs::Config::from_env();
   std::printf(
       "gridspan demo: %d virtual cpu devices; each problem gets a device memory limit "
@@ -347,10 +425,10 @@ int run_demo(const DemoOptions& o) {
   std::printf("%-22s %12s %10s %14s %14s  %s\n", "problem", "n", "time [s]", "throughput",
               "spilled [B]", "check");
   bool all_ok = true;
-  for (auto& p : problems) {
+  for (auto& p : kProblems) {
     if (!o.only.empty() && o.only != p.name) continue;
     std::fprintf(stderr, "running %s ...\n", p.name);
-    Row r = p.fn(o.scale);
+    Row r = p.fn(o.scale, o.cut);
     all_ok = all_ok && r.ok;
     std::printf("%-22s %12lld %10.3f %10.3g %-6s %14zu  %s (%s)\n", r.problem.c_str(), r.n,
                 r.seconds, r.n / r.seconds, r.unit.c_str(), r.spilled, r.ok ? "ok" : "FAILED",

@@ -41,6 +41,15 @@ class Granularity {
   /// kernels out of core: on one H200 with half of the data resident, 32 pieces were best
   /// for every paper benchmark and 8 up to 2.4x slower (docs/PERFORMANCE.md, issue 17).
   static constexpr int64_t kBudgetParts = 32;
+  /// Chunks may be up to this large where 1/kBudgetParts of the budget is less, at most
+  /// 1/kSmallBudgetParts of it: a chunk moved to host memory or disk costs a fixed time
+  /// besides its bytes (the demo's K-Means on the cpu backend, out of core in 2.5 MiB, ran
+  /// 2.4 times slower with chunks of 1/32 of it; a quarter left no room beside its GEMM's
+  /// replicated matrix).
+  static constexpr int64_t kLeastChunk = int64_t(1) << 20;
+  static constexpr int64_t kSmallBudgetParts = 16;
+  /// The most bytes dist::automatic puts in a chunk for a device budget of `budget` bytes.
+  static int64_t most_chunk_bytes(int64_t budget);
 
   explicit Granularity(Driver& driver);
   ~Granularity();

@@ -88,7 +88,7 @@ TEST(Granularity, AutomaticChunksFitAPartOfTheBudget) {
   gs::Context ctx(cfg);
   auto a = ctx.zeros<float>({1 << 18, 2}, gs::dist::automatic());  // 2 MiB
   const auto chunks = gs::detail::array_chunks(a.handle());
-  const int64_t most = (1 << 20) / runtime::Granularity::kBudgetParts;
+  const int64_t most = runtime::Granularity::most_chunk_bytes(1 << 20);  // 64 KiB
   EXPECT_GE(int64_t(chunks.size()), (2 << 20) / most);
   for (const auto& c : chunks) EXPECT_LE(c.owned.volume() * 4, most);
 }
@@ -98,11 +98,11 @@ TEST(Granularity, AutomaticChunksFitAPartOfTheBudget) {
 // the memory does not bound keeps its own cut.
 TEST(Granularity, ArraysOfOneRowCountBoundByMemoryAreCutAlike) {
   gs::Config cfg = fixed(2);
-  cfg.device_memory = 1 << 20;  // chunks of at most 32 KiB
+  cfg.device_memory = 1 << 20;  // chunks of at most 64 KiB
   gs::Context ctx(cfg);
-  auto big = ctx.zeros<float>({256, 512}, gs::dist::automatic());   // 512 KiB: 16 chunks
-  auto small = ctx.zeros<float>({256, 64}, gs::dist::automatic());  // 64 KiB: 2 on its own
-  auto tiny = ctx.zeros<float>({256, 1}, gs::dist::automatic());    // 1 KiB: not bound
+  auto big = ctx.zeros<float>({256, 1024}, gs::dist::automatic());   // 1 MiB: 16 chunks
+  auto small = ctx.zeros<float>({256, 256}, gs::dist::automatic());  // 256 KiB: 4 on its own
+  auto tiny = ctx.zeros<float>({256, 1}, gs::dist::automatic());     // 1 KiB: not bound
   const auto b = gs::detail::array_chunks(big.handle());
   const auto s = gs::detail::array_chunks(small.handle());
   ASSERT_EQ(b.size(), 16u);
@@ -115,8 +115,8 @@ TEST(Granularity, ArraysOfOneRowCountBoundByMemoryAreCutAlike) {
   auto tiny_alone = alone.zeros<float>({256, 1}, gs::dist::automatic());
   EXPECT_EQ(chunks_of(tiny), chunks_of(tiny_alone));
   EXPECT_LT(chunks_of(tiny), b.size());
-  auto small_alone = alone.zeros<float>({256, 64}, gs::dist::automatic());
-  EXPECT_EQ(chunks_of(small_alone), 2u);
+  auto small_alone = alone.zeros<float>({256, 256}, gs::dist::automatic());
+  EXPECT_EQ(chunks_of(small_alone), 4u);
 }
 
 TEST(Granularity, AutomaticDistributionsAreChosenOnlyByAContext) {
@@ -221,7 +221,7 @@ __device__ void colsum(dim3 blockIdx, int64_t rows, int64_t cols, gridspan::Vect
 // anew along them at its first such launch: its values stay, and the superblocks then use
 // its chunks in place (on one device, a second launch moves nothing).
 TEST(Granularity, AnArrayWalkedAlongItsColumnsIsCutAnew) {
-  const int64_t rows = 16, cols = 4096;  // 256 KiB: 8 chunks of at most 32 KiB
+  const int64_t rows = 16, cols = 8192;  // 512 KiB: 8 chunks of at most 64 KiB
   const auto values = random_floats(rows * cols, test::base_seed() + 9);
   std::vector<float> sums(cols, 0.0f);
   for (int64_t i = 0; i < cols; ++i)
@@ -322,11 +322,11 @@ __device__ void smooth(dim3 blockIdx, int64_t rows, int64_t cols, gridspan::Matr
 }
 )";
   gs::Config cfg = fixed(2);
-  cfg.device_memory = 1 << 20;  // chunks of at most 32 KiB: several a device
+  cfg.device_memory = 1 << 20;  // chunks of at most 64 KiB: several a device
   gs::Context ctx(cfg);
   auto k = ctx.compile(gs::KernelDef::from_source(src, "smooth")
                            .annotate("global [x, y] => write out[y, x], read in[y-1:y+1, x]"));
-  const int64_t rows = 1000, cols = 40;
+  const int64_t rows = 2000, cols = 40;
   const auto values = random_floats(rows * cols, test::base_seed() + 6);
   auto in = ctx.from_vector<float>(values, {rows, cols}, gs::dist::automatic({1, 0}));
   auto out = ctx.full<float>({rows, cols}, -777.0f, gs::dist::automatic({1, 0}));
