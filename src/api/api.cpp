@@ -28,7 +28,7 @@ namespace detail {
 ArrayStorage::ArrayStorage(std::shared_ptr<runtime::Driver> d, std::shared_ptr<plan::ArrayMeta> m)
     : driver(std::move(d)), meta(std::move(m)) {}
 ArrayStorage::~ArrayStorage() {
-  if (recyclable) {
+  if (recyclable && !runtime::native_running()) {
     std::lock_guard lock(lazy_mutex());
     if (auto library = driver->library_state(); library && library->recycle(meta)) return;
   }
@@ -36,6 +36,15 @@ ArrayStorage::~ArrayStorage() {
 }
 
 std::recursive_mutex& lazy_mutex() {
+  // Inside a native function's task the library would wait for this lock, which the
+  // program's thread may hold while it waits for room in the worker running the task.
+  if (const std::string* name = runtime::native_running())
+    throw Error(fmt::format(
+        "native function `{}` calls the array library inside its task, which it cannot do yet "
+        "(it could wait for the program, which waits for the task): inside a task, launch "
+        "kernels over the task's views (they run inline); use the array library before or "
+        "after the native function's launch",
+        *name));
   static std::recursive_mutex m;
   return m;
 }
@@ -115,6 +124,7 @@ void array_read(const ArrayHandle& h, void* dst, std::size_t bytes) {
 
 void array_write(const ArrayHandle& h, const void* src, std::size_t bytes) {
   require_whole(h, "copy_from");
+  h.driver->outside_tasks("writes an array");  // before the library's lock (lazy_mutex)
   settle_readers(*h.storage);
   std::vector<unsigned char> data(bytes);
   if (bytes) std::memcpy(data.data(), src, bytes);

@@ -118,6 +118,7 @@ Event array_read_async(const ArrayHandle& h, const std::shared_ptr<PinnedBlock>&
 Event array_write_async(const ArrayHandle& h, const std::shared_ptr<PinnedBlock>& b,
                         std::size_t n) {
   check_buffer(h, b, n, "write_async");
+  h.driver->outside_tasks("writes an array");  // before the library's lock (lazy_mutex)
   settle_readers(*h.storage);
   b->wait();
   plan::HostBytes bytes(b, b->bytes.data(), b->bytes.size());

@@ -104,10 +104,11 @@ class Driver {
   void keep_plans(bool keep) { keep_plans_ = keep; }
   std::string last_plan_dot() const;
 
- private:
   /// Throws when the calling thread runs a native function's task: launching, making or
   /// reading arrays and waiting from there would wait for the task itself.
   void outside_tasks(const char* what) const;
+
+ private:
   plan::TaskId submit(plan::Plan plan);
   // The runner and the planner while the run lasts; a gs::Error after end().
   Runner& live() const;

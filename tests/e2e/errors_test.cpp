@@ -166,7 +166,8 @@ TEST(Errors, ANativeFunctionCannotLaunchOrWaitInsideItsTask) {
       {"makes an array", [&] { (void)ctx.zeros<float>({8}, gs::dist::rows(8)); }},
       {"reads an array", [&] { (void)a.to_vector(); }},
       {"writes an array", [&] { a.copy_from(std::vector<float>(64, 1.0f)); }},
-      {"waits for the devices", [&] { ctx.synchronize(); }}};
+      {"waits for the devices", [&] { ctx.synchronize(); }},
+      {"calls the array library", [&] { (void)(a * 2.0f); }}};
   for (const auto& [what, body] : inside) {
     auto def = gs::NativeDef::from_function(
         "inside", [&body](const gs::NativeContext&, gs::Vector<int>) { body(); }, {"out"});
