@@ -514,7 +514,8 @@ void check_inline_arg(const detail::KernelState& s, const std::string& native, s
 }
 
 // Puts a copy of the argument's array cut by `cut` in its place, for every handle of it
-// (views too); the old chunks go once the copy has read them.
+// (views too); the old chunks go once the copy has read them. On the launching thread: an
+// array being launched over from two threads at once is not guarded here.
 void recut_argument(runtime::Granularity& granularity, const detail::LaunchArg& arg,
                     const DataDistribution& cut, plan::LaunchSpec& spec) {
   detail::ArrayStorage& storage = *arg.array->storage;

@@ -14,7 +14,7 @@ using plan::Task;
 
 namespace {
 
-constexpr uint32_t kTasksMagic = 0x31575347;  // "GSW1" little-endian: format version 1
+constexpr uint32_t kTasksMagic = 0x32575347;  // "GSW2" little-endian: format version 2
 constexpr uint8_t kMaxRankByte = kMaxRank;
 
 // The payload's index in plan::Payload, written before it; ReadBack never travels.

@@ -281,8 +281,8 @@ int64_t Granularity::rows_per_chunk(DType dtype, const Dim& shape) {
     int64_t high = 1;
     while (high * 2 <= std::min<int64_t>(32, own)) high *= 2;
     const int64_t whole = std::max(align, high);
-    own = by_memory > by_time ? std::max(whole, own / whole * whole)
-                              : std::min(rows, (own + whole - 1) / whole * whole);
+    own = by_memory >= by_time ? std::max(whole, own / whole * whole)
+                               : std::min(rows, (own + whole - 1) / whole * whole);
   }
   std::lock_guard lock(mutex_);
   const int64_t per = by_memory > by_time ? shared_cut(rows, own, align) : own;
@@ -554,6 +554,15 @@ std::vector<std::pair<int, DataDistribution>> Granularity::recuts(const plan::La
   Dim chunk = m.shape;
   chunk[k] = per;
   const DataDistribution cut = dist::tiles(chunk).blocked();
+  // Only a cut the superblocks can then follow (else every launch would cut anew).
+  plan::ArrayMeta proposed = m;
+  proposed.chunks.clear();
+  for (const ChunkSpec& c : cut.chunks(m.shape, driver_.device_count()))
+    proposed.chunks.push_back(plan::ChunkMeta{0, c.region, c.owned, c.device});
+  plan::LaunchSpec trial = spec;
+  trial.arrays[l.param] = &proposed;
+  if (follow_chunks(Launch{trial, l.grid, l.all, l.bound, l.param, l.axis, l.along}).empty())
+    return keep();
   std::vector<std::pair<int, DataDistribution>> out;
   std::set<const plan::ArrayMeta*> seen;  // an array passed twice is cut once
   for (int p : followable) {
@@ -643,8 +652,11 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
   key.insert(key.end(), {pieces, worth, thread_pieces});
   const std::vector<int> followable = candidates(spec);
   for (int param : followable)
-    for (const plan::ChunkMeta& c : spec.arrays[param]->chunks)
-      key.insert(key.end(), {c.owned.lo[0], c.owned.hi[0], c.device});
+    for (const plan::ChunkMeta& c : spec.arrays[param]->chunks) {
+      for (int ax = 0; ax < c.owned.rank; ++ax)
+        key.insert(key.end(), {c.owned.lo[ax], c.owned.hi[ax]});
+      key.push_back(c.device);
+    }
   std::lock_guard lock(mutex_);
   if (auto it = choices_.find(key); it != choices_.end()) {
     spec.superblocks = it->second;

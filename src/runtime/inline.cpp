@@ -61,10 +61,15 @@ int holder_for(const NativeScope& scope, const std::vector<int>& candidates,
 }
 
 // The blocks of the inline launch whose first threads lie in the task's own threads (its
-// superblock's blocks times its block size); axes the task's launch lacks are whole.
+// superblock's blocks times its block size): every block of the inline grid falls to
+// exactly one task. Blocks past the native launch's threads go to its last task along that
+// axis; axes the native launch lacks are whole; an axis of the native launch that the
+// inline launch lacks is done by its first task along it only (else each would repeat it).
 Rect task_share(const plan::Execute& task, const Dim& grid, const Dim& block) {
   Rect share;
   share.rank = grid.rank();
+  for (int a = grid.rank(); a < task.blocks.rank; ++a)
+    if (task.blocks.lo[a] > 0) return Rect(grid.rank(), {0, 0, 0}, {0, 0, 0});
   for (int a = 0; a < grid.rank(); ++a) {
     share.lo[a] = 0;
     share.hi[a] = grid[a];
@@ -72,7 +77,8 @@ Rect task_share(const plan::Execute& task, const Dim& grid, const Dim& block) {
     const int64_t first = task.blocks.lo[a] * task.block[a];
     const int64_t end = task.blocks.hi[a] * task.block[a];
     share.lo[a] = std::min(grid[a], (first + block[a] - 1) / block[a]);
-    share.hi[a] = std::min(grid[a], (end + block[a] - 1) / block[a]);
+    if (task.blocks.hi[a] < task.grid[a])
+      share.hi[a] = std::min(grid[a], (end + block[a] - 1) / block[a]);
   }
   return share;
 }
@@ -88,6 +94,11 @@ void run_inline(const InlineLaunch& launch) {
                     launch.executable->name()));
   const auto& params = *launch.params;
   const plan::ExecFrame& task = *scope.frame;
+  Dim grid = launch.threads;
+  for (int a = 0; a < grid.rank(); ++a)
+    grid[a] = (launch.threads[a] + launch.block[a] - 1) / launch.block[a];
+  const Rect blocks = task_share(task.exec, grid, launch.block);
+  if (blocks.empty()) return;  // nothing of it is this task's
   std::vector<std::vector<int>> held(params.size());
   std::vector<Dim> shapes(params.size());
   for (std::size_t p = 0; p < params.size(); ++p) {
@@ -100,11 +111,6 @@ void run_inline(const InlineLaunch& launch) {
           launch.executable->name(), scope.native->name(), params[p].name));
     shapes[p] = task.exec.arrays[held[p].front()].shape;
   }
-  Dim grid = launch.threads;
-  for (int a = 0; a < grid.rank(); ++a)
-    grid[a] = (launch.threads[a] + launch.block[a] - 1) / launch.block[a];
-  const Rect blocks = task_share(task.exec, grid, launch.block);
-  if (blocks.empty()) return;
   const annotation::BoundAnnotation bound =
       launch.annotation->bind({launch.threads, launch.block}, launch.int_scalars, shapes);
   plan::Execute ex;

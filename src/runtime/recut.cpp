@@ -85,7 +85,12 @@ std::shared_ptr<plan::ArrayMeta> Granularity::recut(const plan::ArrayMeta& old,
   std::memcpy(blob->data(), &elem_size, 8);
   spec.scalars = std::move(blob);
   spec.scalar_offsets = std::make_shared<const std::vector<uint32_t>>(3, 0);
-  driver_.launch(spec);
+  try {
+    driver_.launch(spec);
+  } catch (...) {
+    driver_.release_array(*fresh);
+    throw;
+  }
   return fresh;
 }
 

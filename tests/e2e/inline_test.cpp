@@ -154,6 +154,49 @@ TEST(Inline, AnInlineReductionAddsIntoTheTasksPartial) {
   EXPECT_EQ(total.item(), expect) << "seed " << base_seed();
 }
 
+// Every block of an inline launch falls to exactly one task: a native function cut along an
+// axis its inline launch lacks (rows of a 2-D launch, a 1-D sum inside) sums once, in its
+// first task along that axis, not once a task; blocks past the native launch's threads fall
+// to its last task (here not held: an error, not work silently skipped).
+TEST(Inline, EachBlockOfAnInlineLaunchRunsOnce) {
+  auto g = rng(74);
+  gs::Context ctx(config(2));
+  if (skip_under_mpirun(ctx)) GTEST_SKIP() << "the other ranks lack this program's kernels";
+  Kernels k(ctx);
+  const int n = 700 + static_cast<int>(g() % 300), rows = 64;
+  auto sum_rows = ctx.compile(
+      gs::NativeDef::from_function(
+          "sum_rows",
+          [&](const gs::NativeContext&, int n, gs::Vector<const int> x, gs::Scalar<int> total) {
+            k.isum.launch({n}, {64}, gs::work::automatic(), n, x, total);
+          },
+          {"n", "x", "total"})
+          .annotate("global [i, j] => read x[i], reduce(+) total"));
+  auto xs = random_vector<int>(n, g);
+  auto x = ctx.from_vector<int>(xs, {n}, gs::dist::rows(n));
+  auto total = ctx.scalar<int>(poison<int>());
+  const int cover = (n + 63) / 64 * 64;  // the whole of axis 0 in whole blocks
+  sum_rows.launch({n, rows}, {64, 1}, gs::work::tiles({cover, rows / 4}), n, x, total);  // 4 tasks
+  long long expect = 0;
+  for (int v : xs) expect += v;
+  EXPECT_EQ(total.item(), expect) << "seed " << base_seed();
+
+  auto scale = ctx.compile(
+      gs::NativeDef::from_function(
+          "scale_more",
+          [&](const gs::NativeContext&, int n, gs::Vector<float> out, gs::Vector<const float> x) {
+            k.axpb.launch({n + 100}, {64}, gs::work::automatic(), n + 100, 2.0f, out, x, x);
+          },
+          {"n", "out", "x"})
+          .annotate("global i => write out[i], read x[i]"));
+  auto xf = ctx.full<float>({n + 100}, 1.0f, gs::dist::rows(n + 100));
+  auto out = ctx.full<float>({n + 100}, poison<float>(), gs::dist::rows(n + 100));
+  scale.launch({n}, {64}, gs::work::tiles({256}), n, out, xf);
+  expect_error<gs::Error>([&] { out.to_vector(); },
+                          {"kernel `axpb` launched inside native function `scale_more`",
+                           "would write `out` over", "the task holds"});
+}
+
 // What an inline launch cannot do is an error naming the kernel, the native function and
 // what to change; the context goes on.
 TEST(Inline, WhatATaskDoesNotHoldIsAClearError) {
