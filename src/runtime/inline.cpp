@@ -7,6 +7,7 @@
 
 #include "annotation/annotation.hpp"
 #include "gridspan/core/error.hpp"
+#include "gridspan/distribution/distribution.hpp"
 #include "runtime/executable.hpp"
 
 namespace gridspan::runtime {
@@ -94,9 +95,7 @@ void run_inline(const InlineLaunch& launch) {
                     launch.executable->name()));
   const auto& params = *launch.params;
   const plan::ExecFrame& task = *scope.frame;
-  Dim grid = launch.threads;
-  for (int a = 0; a < grid.rank(); ++a)
-    grid[a] = (launch.threads[a] + launch.block[a] - 1) / launch.block[a];
+  const Dim grid = grid_of(launch.threads, launch.block);
   const Rect blocks = task_share(task.exec, grid, launch.block);
   if (blocks.empty()) return;  // nothing of it is this task's
   std::vector<std::vector<int>> held(params.size());
