@@ -4,10 +4,12 @@
 // bench/launch/cupy_launch.py times the same kernel as a CuPy ElementwiseKernel;
 // scripts/launch-bench.sh runs the two side by side. With --inline K, each launch is a
 // native function that launches the kernel K times inline on its views (K steps in one
-// task a chunk); the figures are then per step.
+// task a chunk); the figures are then per step. With --arrays, each step is the array
+// library's `y.assign(y * 0.5f + x)`: from the program (one library launch a step), or with
+// --inline K inside a native function on its arrays (NativeContext::array), K a task.
 //
 //   bench_launch [--n 65536] [--chunks 1,4] [--launches 20000] [--runs 5] [--json out.json]
-//                [--waits-only] [--inline 1,8]
+//                [--waits-only] [--inline 1,8] [--arrays]
 #include <gridspan/gridspan.hpp>
 
 #include <CLI/CLI.hpp>
@@ -82,11 +84,13 @@ std::pair<double, double> waited_launches(Launch&& launch, int waits) {
   return {seconds_since(t0) / waits, in_launch / waits};
 }
 
-// One step of the chain: the kernel, or (steps > 1) a native function doing `steps` steps.
+// One step of the chain: the kernel, or (steps > 1) a native function doing `steps` steps;
+// with `arrays`, the array library's assignment (from the program, or inside the native).
 struct Step {
   const gs::Kernel& kernel;
   const gs::Kernel& native;
   int steps = 1;
+  bool arrays = false;
 };
 
 // Seconds per step of `launches` dependent launches, then one wait; and of `waits`
@@ -100,7 +104,12 @@ Figures time_launches(gs::Context& ctx, const Step& step, int n, int chunks, int
   auto x = ctx.from_vector<float>(xs, {n}, dist);
   auto y = ctx.from_vector<float>(ys, {n}, dist);
   const int s = step.steps;
+  const bool library = step.arrays && s == 1;  // a library call a step: no Event to wait on
   auto launch = [&] {
+    if (library) {
+      y.assign(y * 0.5f + x);
+      return gs::Event();
+    }
     return s > 1 ? step.native.launch({n}, {256}, work, n, s, y, x)
                  : step.kernel.launch({n}, {256}, work, n, y, x);
   };
@@ -118,6 +127,7 @@ Figures time_launches(gs::Context& ctx, const Step& step, int n, int chunks, int
       chain.push_back(seconds_since(t0) / launches / s);
       total_launches += launches * s;
     }
+    if (library) continue;
     const int waits = std::max(1, launches / 4);
     const auto [per_wait, per_launch] = waited_launches(launch, waits);
     wait.push_back(per_wait / s);
@@ -127,7 +137,8 @@ Figures time_launches(gs::Context& ctx, const Step& step, int n, int chunks, int
   y_out = y.to_vector();
   const double none = std::nan("");
   return {waits_only ? none : median(chain) * 1e6, waits_only ? none : median(chain_cpu) * 1e6,
-          median(wait) * 1e6, median(wait_launch) * 1e6};
+          wait.empty() ? none : median(wait) * 1e6,
+          wait_launch.empty() ? none : median(wait_launch) * 1e6};
 }
 
 // The chain's result on the host: each launch is y = y * 0.5 + x, in float as on a device
@@ -155,7 +166,7 @@ int main(int argc, char** argv) {
   int n = 1 << 16, launches = 20000, runs = 5;
   std::vector<int> chunk_counts{1, 4}, inline_steps{1};
   std::string json_path;
-  bool waits_only = false;
+  bool waits_only = false, arrays = false;
   app.add_option("--n", n, "elements per array");
   app.add_option("--chunks", chunk_counts, "chunks per array (each a run)")->delimiter(',');
   app.add_option("--launches", launches, "launches per timed chain");
@@ -165,6 +176,9 @@ int main(int argc, char** argv) {
                  "steps per launch: above 1, a native function launching the kernel that many "
                  "times inline (each a run)")
       ->delimiter(',');
+  app.add_flag("--arrays", arrays,
+               "each step the array library's y.assign(y * 0.5f + x): from the program, or "
+               "with --inline inside a native function on its arrays");
   app.add_flag("--waits-only", waits_only,
                "only launches each followed by wait(), launches/4 per run (for a profiler)");
   CLI11_PARSE(app, argc, argv);
@@ -182,6 +196,17 @@ int main(int argc, char** argv) {
                         },
                         {"n", "steps", "y", "x"})
                         .annotate("global i => readwrite y[i], read x[i]"));
+    auto array_native = ctx.compile(
+        gs::NativeDef::from_function("axpy_half_array_steps",
+                                     [](const gs::NativeContext& c, int, int steps,
+                                        gs::Vector<float> y, gs::Vector<const float> x) {
+                                       auto ya = c.array(y);
+                                       const auto xa = c.array(x);
+                                       for (int s = 0; s < steps; ++s)
+                                         ya.assign(ya * 0.5f + xa);  // inline
+                                     },
+                                     {"n", "steps", "y", "x"})
+            .annotate("global i => readwrite y[i], read x[i]"));
     nlohmann::json out = {{"n", n}, {"launches", launches}, {"runs", runs}, {"results", {}}};
     std::printf("%-8s %-7s %10s %22s %22s %22s %14s\n", "chunks", "inline", "n", "chain [us/step]",
                 "launching thread [us]", "launch+wait [us]", "in launch [us]");
@@ -190,13 +215,14 @@ int main(int argc, char** argv) {
       for (int chunks : chunk_counts) {
         std::vector<float> y;
         int total = 0;
-        const Step step{k, native, std::max(1, steps)};
+        const Step step{k, arrays ? array_native : native, std::max(1, steps), arrays};
         Figures f = time_launches(ctx, step, n, chunks, launches, runs, waits_only, y, total);
         ok = check(n, total, y) && ok;
         std::printf("%-8d %-7d %10d %22.2f %22.2f %22.2f %14.2f\n", chunks, step.steps, n,
                     f.chain_us, f.chain_cpu_us, f.wait_us, f.wait_launch_us);
         out["results"].push_back({{"chunks", chunks},
                                   {"inline_steps", step.steps},
+                                  {"arrays", arrays},
                                   {"chain_us", f.chain_us},
                                   {"chain_thread_cpu_us", f.chain_cpu_us},
                                   {"wait_us", f.wait_us},

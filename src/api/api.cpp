@@ -28,6 +28,7 @@ namespace detail {
 ArrayStorage::ArrayStorage(std::shared_ptr<runtime::Driver> d, std::shared_ptr<plan::ArrayMeta> m)
     : driver(std::move(d)), meta(std::move(m)) {}
 ArrayStorage::~ArrayStorage() {
+  if (!driver) return;  // a native task's array (array/task.cpp): the task's memory
   if (recyclable && !runtime::native_running()) {
     std::lock_guard lock(lazy_mutex());
     if (auto library = driver->library_state(); library && library->recycle(meta)) return;
@@ -40,10 +41,11 @@ std::recursive_mutex& lazy_mutex() {
   // program's thread may hold while it waits for room in the worker running the task.
   if (const std::string* name = runtime::native_running())
     throw Error(fmt::format(
-        "native function `{}` calls the array library inside its task, which it cannot do yet "
-        "(it could wait for the program, which waits for the task): inside a task, launch "
-        "kernels over the task's views (they run inline); use the array library before or "
-        "after the native function's launch",
+        "native function `{}` calls the array library inside its task on the program's arrays, "
+        "or an operation that does not run inside a task (it could wait for the program, which "
+        "waits for the task): inside a task, launch kernels over the task's views, or make "
+        "arrays of them (NativeContext::array) and assign elementwise expressions into one: "
+        "both run inline; do the rest before or after the native function's launch",
         *name));
   static std::recursive_mutex m;
   return m;
@@ -62,6 +64,7 @@ std::shared_ptr<ArrayHandle> array_create(const std::shared_ptr<runtime::Driver>
 }
 
 void array_settle(ArrayHandle& h) {
+  require_context_array(h, "a value on its own");
   std::lock_guard lock(lazy_mutex());
   if (!h.pending.load(std::memory_order_acquire)) return;
   std::shared_ptr<Producer> producer = std::move(h.producer);
@@ -88,6 +91,7 @@ thread_local int t_no_sync = 0;
 }  // namespace
 
 void host_wait(const ArrayHandle& h, const char* what, const char* file, unsigned line) {
+  require_context_array(h, what);
   if (t_no_sync > 0)
     throw Error(
         fmt::format("{} at {}:{} waits for the devices inside a gs::NoSyncGuard; keep the "
@@ -107,6 +111,7 @@ void host_wait(const ArrayHandle& h, const char* what, const char* file, unsigne
 
 namespace {
 void require_whole(const ArrayHandle& h, const char* what) {
+  require_context_array(h, what);
   if (h.is_view)
     throw Error(fmt::format(
         "{}: this array of shape {} is a view (a slice or transpose) of another; make a "
@@ -389,10 +394,11 @@ Kernel Context::compile(const KernelDef& def) {
   return detail::compile_kernel(driver_, def);
 }
 
-Kernel detail::compile_kernel(const std::shared_ptr<runtime::Driver>& driver,
-                              const KernelDef& def) {
+namespace {
+// A kernel compiled by `backend` (with checks where `checked`), not yet any context's.
+std::shared_ptr<detail::KernelState> kernel_state(backend::Backend& backend, const KernelDef& def,
+                                                  bool checked) {
   auto state = std::make_shared<detail::KernelState>();
-  state->driver = driver;
   state->name = def.function();
   state->params = annotation::parse_signature(def.source(), def.function());
   state->annotation =
@@ -402,16 +408,32 @@ Kernel detail::compile_kernel(const std::shared_ptr<runtime::Driver>& driver,
   src.source = def.source();
   src.params = state->params;
   src.defines = def.defines();
-  src.checked = def.is_checked() || driver->config().check;
+  src.checked = checked;
   src.max_threads = def.max_threads();
   src.min_blocks = def.min_blocks();
   state->max_threads = def.max_threads() ? def.max_threads() : 1024;
-  state->executable = runtime::KernelExecutable::compile(driver->backend(), std::move(src));
+  state->executable = runtime::KernelExecutable::compile(backend, std::move(src));
+  detail::set_param_layout(*state);
+  return state;
+}
+}  // namespace
+
+Kernel detail::compile_kernel(const std::shared_ptr<runtime::Driver>& driver,
+                              const KernelDef& def) {
+  auto state = kernel_state(driver->backend(), def, def.is_checked() || driver->config().check);
+  state->driver = driver;
   driver->add_executable(state->executable);
   ++driver->counters().kernels_compiled;
-  detail::set_param_layout(*state);
   return Kernel(state);
 }
+
+namespace detail {
+// Declared by the array library (array/launch.hpp), which compiles inside native tasks.
+Kernel compile_in_task(backend::Backend& backend, const KernelDef& def);
+Kernel compile_in_task(backend::Backend& backend, const KernelDef& def) {
+  return Kernel(kernel_state(backend, def, def.is_checked()));
+}
+}  // namespace detail
 
 Kernel Context::compile(const NativeDef& def) {
   return detail::compile_native(driver_, def);

@@ -82,6 +82,7 @@ namespace {
 // The buffer must be there and hold exactly the array's elements.
 void check_buffer(const ArrayHandle& h, const std::shared_ptr<PinnedBlock>& b, std::size_t n,
                   const char* what) {
+  require_context_array(h, what);
   if (!b)
     throw Error(fmt::format(
         "{}: the pinned buffer is empty (default-constructed or moved from); make one of the "

@@ -237,8 +237,17 @@ void Node::produce(ArrayHandle& into) {
 namespace gridspan::detail {
 
 std::shared_ptr<ArrayHandle> elementwise(EwOp op, DType result, std::span<EwArg> args) {
+  if (array::in_task(args)) return array::task_elementwise(op, result, args);
   std::lock_guard lock(lazy_mutex());
   const std::shared_ptr<runtime::Driver> driver = array::driver_of(args);
+  return array::pending_handle(driver, array::make_node(op, result, args));
+}
+
+}  // namespace gridspan::detail
+
+namespace gridspan::array {
+
+std::shared_ptr<Node> make_node(EwOp op, DType result, std::span<detail::EwArg> args) {
   auto node = std::make_shared<array::Node>();
   node->inputs.reserve(args.size());
   node->op = op;
@@ -266,47 +275,53 @@ std::shared_ptr<ArrayHandle> elementwise(EwOp op, DType result, std::span<EwArg>
     node->inputs.push_back(std::move(in));
   }
   array::keep_within_limits(*node);
-  return array::pending_handle(driver, std::move(node));
+  return node;
 }
 
-}  // namespace gridspan::detail
-
-namespace gridspan::detail {
-
-void assign(const std::shared_ptr<ArrayHandle>& target, const EwArg& value) {
-  std::lock_guard lock(lazy_mutex());
-  if (!target) throw_null_array();
-  if (target->pending.load(std::memory_order_acquire)) array_settle(*target);
+std::shared_ptr<Node> assign_node(const ArrayHandle& target, const detail::EwArg& value) {
   auto node = std::make_shared<array::Node>();
   node->op = EwOp::cast;
-  node->dtype = target->dtype;
+  node->dtype = target.dtype;
   array::Input in;
   if (value.array) {
-    if (value.array->driver != target->driver)
-      throw Error("assigning an array of another gs::Context; copy it into this one's first");
     Dim b;
     try {
-      b = array::broadcast(target->shape, value.array->shape);
+      b = array::broadcast(target.shape, value.array->shape);
     } catch (const Error&) {
     }
-    if (b != target->shape)
+    if (b != target.shape)
       throw Error(fmt::format("cannot assign an array of shape {} to one of shape {}",
-                              value.array->shape.str(), target->shape.str()));
+                              value.array->shape.str(), target.shape.str()));
     in.array = value.array;
     in.as = value.array->dtype;
   } else {
     const DType natural = value.kind == ScalarKind::floating  ? DType::f64
                           : value.kind == ScalarKind::integer ? DType::i64
                                                               : DType::boolean;
-    if (value.kind == ScalarKind::integer && !is_float(target->dtype)) {
+    if (value.kind == ScalarKind::integer && !detail::is_float(target.dtype)) {
       array::Input check;
-      array::convert_scalar(value, target->dtype, check);  // throws when it does not fit
+      array::convert_scalar(value, target.dtype, check);  // throws when it does not fit
     }
     array::convert_scalar(value, natural, in);
   }
   node->inputs.push_back(std::move(in));
-  node->shape = target->shape;
+  node->shape = target.shape;
   array::keep_within_limits(*node);
+  return node;
+}
+
+}  // namespace gridspan::array
+
+namespace gridspan::detail {
+
+void assign(const std::shared_ptr<ArrayHandle>& target, const EwArg& value) {
+  if (!target) throw_null_array();
+  if (target->task || (value.array && value.array->task)) return array::task_assign(target, value);
+  std::lock_guard lock(lazy_mutex());
+  if (target->pending.load(std::memory_order_acquire)) array_settle(*target);
+  if (value.array && value.array->driver != target->driver)
+    throw Error("assigning an array of another gs::Context; copy it into this one's first");
+  auto node = array::assign_node(*target, value);
   array::Program program = array::build_program(*node, *target, /*fresh=*/false);
   array::launch_program(target->driver, program);
 }

@@ -26,6 +26,7 @@ struct Input {
   DType as = DType::f32;
   long double value = 0;  // a scalar's value, converted to `as`
   uint64_t bits = 0;      // ... and an integer's bits
+  uint64_t writes = 0;    // a task's array: its storage's task_writes when the Node was built
 };
 
 /// A pending elementwise result.
@@ -112,6 +113,10 @@ struct Program {
   /// that is broadcast along it read once). launch.cpp's vector_elements says where: every
   /// access an array's own last axis or broadcast along it, every vector whole and aligned.
   bool vector = false;
+  /// Thread (i, j, k) computes the element at the origin o0.. (kernel parameters after the
+  /// others) plus (i, j, k), up to n0.. (exclusive): the elements a native task writes (an
+  /// expression assigned inside the task, array/task.cpp). One element a thread.
+  bool origin = false;
 
   /// The shape of the expression (operations, dtypes, broadcasts, views), not its values:
   /// equal keys, equal kernels.
@@ -129,8 +134,9 @@ struct Program {
 
 /// A generated kernel's first lines for one thread per element of a rank-`rank` array
 /// (`n0`.. its extents): axes a0.. from the thread's index, returning past the ends; with
-/// `looped`, the last axis's line `gs_w` of `gs_e` elements instead.
-std::string thread_prologue(int rank, bool looped);
+/// `looped`, the last axis's line `gs_w` of `gs_e` elements instead; with `origin`, the axes
+/// start at o0.. (Program::origin).
+std::string thread_prologue(int rank, bool looped, bool origin = false);
 
 /// The Program computing `root` (a pending array's Node) into `target` (of the root's shape
 /// and dtype), inlining the pending arrays under it and reading the others where they lie.
@@ -176,6 +182,21 @@ std::shared_ptr<Node> arange_node(DType dtype, const Dim& shape, double start, d
 /// Registers a new pending array: with its context (for synchronize) and with the
 /// storages it reads (launched before they are written).
 void track_pending(const std::shared_ptr<ArrayHandle>& h);
+
+/// The Node of `op` over `args` (shapes broadcast, scalars converted; the arrays moved out
+/// of `args`), within one kernel's limits.
+std::shared_ptr<Node> make_node(EwOp op, DType result, std::span<detail::EwArg> args);
+/// The Node writing `value` (broadcast, converted) into `target`.
+std::shared_ptr<Node> assign_node(const ArrayHandle& target, const detail::EwArg& value);
+
+// ---- the array library inside a native function's task (task.cpp) ----
+/// Whether an operation over `args` is a task's (one of them is a task's array).
+bool in_task(std::span<const detail::EwArg> args);
+/// An elementwise operation over a task's arrays: a pending expression of the task, without
+/// the library's lock or its context's tracking.
+std::shared_ptr<ArrayHandle> task_elementwise(EwOp op, DType result, std::span<detail::EwArg> args);
+/// `target.assign(value)` inside a task: computed at once for the elements the task writes.
+void task_assign(const std::shared_ptr<ArrayHandle>& target, const detail::EwArg& value);
 
 /// The Program reading array `in` where it lies: a pending expression is computed inside
 /// the kernel that reads it (a reduction's or a scan's), with no launch of its own.

@@ -9,6 +9,15 @@
 #include "array/expr.hpp"
 #include "plan/planner.hpp"
 
+namespace gridspan::backend {
+class Backend;
+}
+
+namespace gridspan::detail {
+/// Compiles a kernel with `backend` for launches inside native tasks (no context's).
+Kernel compile_in_task(backend::Backend& backend, const KernelDef& def);
+}  // namespace gridspan::detail
+
 namespace gridspan::array {
 
 /// The kernel `make(name)` defines, compiled once per `key` in this context.
@@ -69,6 +78,15 @@ class Arguments {
     for (int k = 0; k < s.rank(); ++k) integer(s[k]);
   }
   void array(const std::shared_ptr<detail::ArrayStorage>& storage, DType dtype) {
+    if (storage->task_data) {  // a task's array: its view, for an inline launch
+      detail::LaunchArg a;
+      a.is_view = true;
+      a.view = storage->task_data;
+      a.rank = storage->meta->shape.rank();
+      a.dtype = dtype;
+      args_.push_back(a);
+      return;
+    }
     auto& h = *handles_.emplace_back(std::make_unique<ArrayHandle>());
     h.driver = storage->driver;
     h.storage = storage;

@@ -184,7 +184,9 @@ std::string Program::key() const {
   std::string k = fmt::format("r{}d{}t{}{}{}{}|", shape.rank(), static_cast<int>(dtype),
                               target.fresh ? 'f' : 'u', target.also_read ? 'r' : 'w',
                               static_cast<int>(target.access.dtype),
-                              looped ? fmt::format("l{}{}", unrolled, vector ? "v" : "") : "");
+                              looped   ? fmt::format("l{}{}", unrolled, vector ? "v" : "")
+                              : origin ? "o"
+                                       : "");
   if (!target.fresh) key_leaf(k, target.access);
   k += '|';
   for (const Leaf& l : leaves) key_leaf(k, l);
@@ -458,7 +460,7 @@ class SourceWriter {
     std::string body;
     const int rank = p_.shape.rank();
     const bool looped = p_.looped && rank > 0;
-    body += thread_prologue(rank, looped);
+    body += thread_prologue(rank, looped, p_.origin);
     std::string element_code = steps();
     element_code += fmt::format("  gridspan::fused::store({}, v{});\n",
                                 element(p_.target_access(), "out"), p_.result.index);
@@ -640,6 +642,7 @@ class SourceWriter {
     s += view_scalars(p_.target_access(), "out");
     s += input_params();
     if (p_.looped && p_.shape.rank() > 0) s += ", int64_t gs_e";
+    for (int k = 0; p_.origin && k < p_.shape.rank(); ++k) s += fmt::format(", int64_t o{}", k);
     return s;
   }
   // A leaf's or the target's value: read from memory, or in the unrolled body's compute
@@ -734,12 +737,14 @@ const Leaf& Program::target_access() const {
   return target.access;
 }
 
-std::string thread_prologue(int rank, bool looped) {
+std::string thread_prologue(int rank, bool looped, bool origin) {
   std::string body, guard;
   for (int k = rank - 1; k >= 0; --k) {
     const char axis = "xyz"[rank - 1 - k];
-    body += fmt::format("  const int64_t {} = (int64_t)blockIdx.{} * blockDim.{} + threadIdx.{};\n",
-                        looped && k == rank - 1 ? "gs_w" : axis_name(k), axis, axis, axis);
+    body +=
+        fmt::format("  const int64_t {} = {}(int64_t)blockIdx.{} * blockDim.{} + threadIdx.{};\n",
+                    looped && k == rank - 1 ? "gs_w" : axis_name(k),
+                    origin ? fmt::format("o{} + ", k) : "", axis, axis, axis);
   }
   if (rank == 0) return body + "  if (blockIdx.x * blockDim.x + threadIdx.x != 0) return;\n";
   for (int k = 0; k < rank; ++k)
@@ -765,6 +770,11 @@ std::string Program::annotation() const {
     binding += "]";
   }
   const char* mode = target.also_read ? "readwrite" : target.fresh ? "overwrite" : "write";
+  if (origin) {  // thread a0.. computes the element o0 + a0, ...
+    AxisBounds ab;
+    for (int k = 0; k < rank; ++k) ab.lo[k] = fmt::format("a{0} + o{0}", k);
+    return binding + " => " + ranged_rule(target.access, mode, "out", ab) + read_rules(ab);
+  }
   if (!loop) {
     std::string a = binding + " => " + rule(target.access, mode, "out");
     for (std::size_t l = 0; l < leaves.size(); ++l)

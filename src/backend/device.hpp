@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,9 +28,15 @@ class LendingError : public NetError {
   using NetError::NetError;
 };
 
+class Backend;
+
 class Device {
  public:
   virtual ~Device() = default;
+  /// The backend that made this device: its compiler serves the array library's
+  /// expressions inside a native function's task (array/task.cpp).
+  Backend* owner() const { return owner_; }
+  void set_owner(Backend* backend) { owner_ = backend; }
   virtual int index() const = 0;         // index among this worker's devices
   virtual std::string name() const = 0;  // "cpu:0", "cuda:1 (NVIDIA H200)"
   virtual std::size_t memory_capacity() const = 0;
@@ -150,6 +157,9 @@ class Device {
                          const Rect& src_rect, const Rect& region, std::size_t elem_size);
   /// The copy of `lent` has finished: what copy_lent opened for it may be closed.
   virtual void release_lent(const std::vector<unsigned char>& lent) { (void)lent; }
+
+ private:
+  Backend* owner_ = nullptr;
 };
 
 /// What the compiler needs of a kernel.
@@ -187,6 +197,19 @@ class Backend {
   /// Compiles (or loads from the cache) a kernel. Throws CompileError with the compiler's
   /// messages, line numbers referring to the user's source.
   virtual std::shared_ptr<CompiledKernel> compile(const KernelSource& kernel) = 0;
+  /// What a layer above keeps for this backend's life under `key`, made by `make` the first
+  /// time (the array library's kernels compiled inside tasks, where no driver is at hand).
+  std::shared_ptr<void> kept(const std::string& key,
+                             const std::function<std::shared_ptr<void>()>& make) {
+    std::lock_guard lock(kept_mutex_);
+    auto& slot = kept_[key];
+    if (!slot) slot = make();
+    return slot;
+  }
+
+ private:
+  std::mutex kept_mutex_;
+  std::map<std::string, std::shared_ptr<void>> kept_;
 };
 
 /// The cpu backend: `config.cpu_devices` virtual devices.

@@ -2,6 +2,7 @@
 #include "runtime/executable.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -381,7 +382,8 @@ void NativeExecutable::run(const plan::ExecFrame& frame) const {
   struct Running {  // also when the body throws
     NativeScope outer = t_native;
     Running(const NativeExecutable* native, const plan::ExecFrame& frame) {
-      t_native = {native, &frame};
+      static std::atomic<uint64_t> runs{0};
+      t_native = {native, &frame, runs.fetch_add(1, std::memory_order_relaxed) + 1};
     }
     ~Running() { t_native = outer; }
   };

@@ -65,6 +65,7 @@ const std::string* native_running();
 struct NativeScope {
   const NativeExecutable* native = nullptr;
   const plan::ExecFrame* frame = nullptr;
+  uint64_t serial = 0;  // this run of a native function's, unique in the process (0: none)
 };
 NativeScope native_scope();
 
@@ -84,6 +85,20 @@ struct InlineLaunch {
 /// its grid whose first threads lie in the task's own threads. Throws gs::Error when a view
 /// is not one of the task's or an access does not lie in what the task holds.
 void run_inline(const InlineLaunch& launch);
+/// While one lives, inline launches on this thread run `blocks` of their grid instead of
+/// the task's share (the array library's expressions inside a task: the blocks of the
+/// elements the task writes, worked out by the library).
+class InlineBlocks {
+ public:
+  explicit InlineBlocks(const Rect& blocks);
+  ~InlineBlocks();
+  InlineBlocks(const InlineBlocks&) = delete;
+  InlineBlocks& operator=(const InlineBlocks&) = delete;
+
+ private:
+  const Rect* outer_;
+  Rect blocks_;
+};
 
 /// Native functions by name, in every process: under mpirun only rank 0 runs the user's
 /// code, so the other ranks find the function the driver names here. A later registration

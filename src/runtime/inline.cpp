@@ -84,7 +84,16 @@ Rect task_share(const plan::Execute& task, const Dim& grid, const Dim& block) {
   return share;
 }
 
+thread_local const Rect* t_blocks = nullptr;  // InlineBlocks'
+
 }  // namespace
+
+InlineBlocks::InlineBlocks(const Rect& blocks) : outer_(t_blocks), blocks_(blocks) {
+  t_blocks = &blocks_;
+}
+InlineBlocks::~InlineBlocks() {
+  t_blocks = outer_;
+}
 
 void run_inline(const InlineLaunch& launch) {
   const NativeScope scope = native_scope();
@@ -96,7 +105,7 @@ void run_inline(const InlineLaunch& launch) {
   const auto& params = *launch.params;
   const plan::ExecFrame& task = *scope.frame;
   const Dim grid = grid_of(launch.threads, launch.block);
-  const Rect blocks = task_share(task.exec, grid, launch.block);
+  const Rect blocks = t_blocks ? *t_blocks : task_share(task.exec, grid, launch.block);
   if (blocks.empty()) return;  // nothing of it is this task's
   std::vector<std::vector<int>> held(params.size());
   std::vector<Dim> shapes(params.size());

@@ -260,4 +260,155 @@ TEST(Inline, AViewOutsideATaskIsALaunchError) {
 }
 
 }  // namespace
+// ---- the array library inside a task ------------------------------------------------------
+
+// out = x / 2 + w (w one row, broadcast along the rows), then out += x * w, in-place on the
+// task's rows: elementwise expressions over the task's arrays, computed inline where they are
+// assigned. Registered in every process, so under mpirun the other ranks run it too (each
+// compiles the expressions itself).
+gs::NativeDef blend_rows() {
+  auto def = gs::NativeDef::from_function("blend_rows",
+                                          [](const gs::NativeContext& c, gs::Matrix<float> out,
+                                             gs::Matrix<const float> x, gs::Vector<const float> w) {
+                                            auto o = c.array(out);
+                                            auto xa = c.array(x), wa = c.array(w);
+                                            o.assign(xa * 0.5f + wa);
+                                            o += xa * wa;
+                                          },
+                                          {"out", "x", "w"});
+  def.annotate("global [i, j] => readwrite out[i, j], read x[i, j], read w[j]");
+  return def;
+}
+const bool blend_rows_registered = gs::register_native(blend_rows());
+
+// A chain of three assignments of one task, each reading what the one before wrote, with a
+// comparison, a select and a math function: y = |x|, t = sqrt(y) + 1, y = where(x < 0, -t, t).
+gs::NativeDef signed_root() {
+  auto def = gs::NativeDef::from_function("signed_root",
+                                          [](const gs::NativeContext& c, gs::Vector<float> y,
+                                             gs::Vector<float> t, gs::Vector<const float> x) {
+                                            auto ya = c.array(y), ta = c.array(t), xa = c.array(x);
+                                            ya.assign(gs::abs(xa));
+                                            ta.assign(gs::sqrt(ya) + 1.0f);
+                                            ya.assign(gs::where(xa < 0.0f, -ta, ta));
+                                          },
+                                          {"y", "t", "x"});
+  def.annotate("global i => write y[i], write t[i], read x[i]");
+  return def;
+}
+const bool signed_root_registered = gs::register_native(signed_root());
+
+TEST(Inline, ArrayExpressionsRunInsideEachTask) {
+  ASSERT_TRUE(blend_rows_registered && signed_root_registered);
+  auto g = rng(75);
+  for (int devices : {1, 2}) {
+    gs::Context ctx(config(devices));
+    auto blend = ctx.compile(blend_rows());
+    // Rows a task not a power of two: the inline kernels start at the task's first element.
+    for (int rows_per_task : {3, 8, 40}) {
+      const int rows = 90 + static_cast<int>(g() % 40), cols = 33 + static_cast<int>(g() % 60);
+      auto xs = dyadic(static_cast<std::size_t>(rows) * cols, g), ws = dyadic(cols, g);
+      auto x = ctx.from_vector<float>(xs, {rows, cols}, gs::dist::rows(rows_per_task));
+      auto w = ctx.from_vector<float>(ws, {cols}, gs::dist::rows(cols));
+      auto out = ctx.full<float>({rows, cols}, poison<float>(), gs::dist::rows(rows_per_task));
+      blend.launch({rows, cols}, {1, 32}, gs::work::like(out), out, x, w);
+      auto r = out.to_vector();
+      for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j) {
+          const float xv = xs[i * cols + j], wv = ws[j];
+          ASSERT_EQ(r[i * cols + j], (xv * 0.5f + wv) + xv * wv)
+              << i << ", " << j << ", rows a task " << rows_per_task << ", seed " << base_seed();
+        }
+    }
+    auto root = ctx.compile(signed_root());
+    const int n = 1000 + static_cast<int>(g() % 900);
+    auto xs = random_vector<float>(n, g);
+    auto x = ctx.from_vector<float>(xs, {n}, gs::dist::rows(96));
+    auto y = ctx.full<float>({n}, poison<float>(), gs::dist::rows(96));
+    auto t = ctx.full<float>({n}, poison<float>(), gs::dist::rows(96));
+    root.launch({n}, {32}, gs::work::tiles({96}), y, t, x);
+    auto ry = y.to_vector();
+    for (int i = 0; i < n; ++i) {
+      const float s = std::sqrt(std::fabs(xs[i])) + 1.0f;
+      ASSERT_NEAR(ry[i], xs[i] < 0 ? -s : s, 2e-6f * s) << i << ", seed " << base_seed();
+    }
+  }
+}
+
+// What the array library cannot do inside a task is a gs::Error saying what and what to do
+// instead; the context goes on.
+TEST(Inline, WhatATasksArraysCannotDoIsAClearError) {
+  gs::Context ctx(config(1));
+  if (skip_under_mpirun(ctx)) GTEST_SKIP() << "the other ranks lack these native functions";
+  const int n = 512;
+  auto program_array = ctx.full<float>({n}, 1.0f, gs::dist::rows(n));
+  std::shared_ptr<gs::detail::ArrayHandle> kept;  // an array of an earlier task
+  using Body = std::function<void(const gs::NativeContext&, gs::Vector<float>,
+                                  gs::Vector<const float>, gs::Vector<const float>)>;
+  const std::vector<std::pair<Body, std::vector<std::string>>> cases = {
+      {[](const gs::NativeContext& c, gs::Vector<float> out, auto, auto) {
+         (void)c.array(out).to_vector();
+       },
+       {"to_vector() of a task's array in native function `body`", "`out.assign(expr)`"}},
+      {[](const gs::NativeContext& c, auto, gs::Vector<const float> x, auto) {
+         (void)gs::sum(c.array(x));
+       },
+       {"native function `body` calls the array library inside its task",
+        "make arrays of them (NativeContext::array)"}},
+      {[&](const gs::NativeContext& c, gs::Vector<float> out, gs::Vector<const float> x, auto) {
+         c.array(out).assign(c.array(x) + program_array);
+       },
+       {"`body` mixes a gs::Array of the program with its task's arrays", "as a view"}},
+      {[](const gs::NativeContext& c, auto, gs::Vector<const float> x, auto) {
+         c.array(x).assign(1.0f);
+       },
+       {"assigns into an array of a view of const elements"}},
+      {[](const gs::NativeContext& c, gs::Vector<float> out, gs::Vector<const float> x, auto) {
+         auto o = c.array(out);
+         auto before = o + 1.0f;
+         o.assign(c.array(x));
+         o.assign(before);
+       },
+       {"reads a task's array written since the expression was built"}},
+      {[](const gs::NativeContext& c, gs::Vector<float> out, gs::Vector<const float> x,
+          gs::Vector<const float> one) {  // the task holds one element of `one`
+         c.array(out).assign(c.array(x) + c.array(one));
+       },
+       {"native function `body` assigns an expression", "would read", "the task holds [0..1)",
+        "widen `body`'s annotation of `one`"}},
+      {[](const gs::NativeContext& c, gs::Vector<float>, gs::Vector<const float>, auto) {
+         (void)c.array(gs::Vector<const float>{});
+       },
+       {"NativeContext::array in native function `body`", "not one of the task's"}},
+      {[&](const gs::NativeContext& c, gs::Vector<float> out, auto, auto) {
+         if (!kept) {  // the first task keeps its array; the next uses it
+           kept = c.array(out).shared();
+           return;
+         }
+         c.array(out).assign(gs::Array<float>(kept) * 2.0f);
+       },
+       {"uses an array made in another task (or one that has ended)"}},
+  };
+  auto x = ctx.full<float>({n}, 0.75f, gs::dist::rows(128));
+  auto one = ctx.full<float>({n}, 0.5f, gs::dist::rows(n));
+  for (const auto& [body, phrases] : cases) {
+    auto native = ctx.compile(
+        gs::NativeDef::from_function(
+            "body",
+            [&body](const gs::NativeContext& c, gs::Vector<float> out, gs::Vector<const float> x,
+                    gs::Vector<const float> one) { body(c, out, x, one); },
+            {"out", "x", "one"})
+            .annotate("global i => write out[i], read x[i], read one[0]"));
+    auto out = ctx.full<float>({n}, poison<float>(), gs::dist::rows(128));
+    native.launch({n}, {64}, gs::work::tiles({128}), out, x, one);
+    expect_error<gs::Error>([&] { out.to_vector(); }, phrases);
+  }
+  kept.reset();
+  expect_error<gs::Error>([] { (void)gs::NativeContext{}.array(gs::Vector<const float>{}); },
+                          {"NativeContext::array works only inside a native function's task"});
+  auto out = ctx.full<float>({n}, poison<float>(), gs::dist::rows(128));
+  out.assign(x * 2.0f);  // the context goes on
+  EXPECT_EQ(out.to_vector(), std::vector<float>(n, 1.5f));
+}
+
 }  // namespace gridspan::test

@@ -46,6 +46,13 @@ struct ArrayStorage {
   std::size_t readers_kept = 0;  // pending_readers' size after its last pruning
   /// Offered to the array library for reuse when it goes, rather than released.
   bool recyclable = false;
+  /// A native task's array (NativeContext::array; no driver): the task's run, its buffer,
+  /// whether the task may only read it, and how many assignments inside the task have
+  /// written it (an expression built before one of them may not read it after).
+  uint64_t task = 0;
+  const void* task_data = nullptr;
+  bool task_read_only = false;
+  uint64_t task_writes = 0;
   ArrayStorage(std::shared_ptr<runtime::Driver> d, std::shared_ptr<plan::ArrayMeta> m);
   ~ArrayStorage();
   ArrayStorage(const ArrayStorage&) = delete;
@@ -81,7 +88,8 @@ struct ArrayHandle {
   DType dtype = DType::f32;
   Dim shape;
   bool is_view = false;
-  ViewMap view;  // for a view: where its elements lie in `storage`
+  ViewMap view;       // for a view: where its elements lie in `storage`
+  uint64_t task = 0;  // a native task's array or expression: the task's run (0: a context's)
   std::shared_ptr<Producer> producer;
   std::atomic<bool> pending{false};
   /// While pending: the pending arrays that read this one. Once it settles they become its
@@ -111,6 +119,13 @@ Event array_read_async(const ArrayHandle& h, const std::shared_ptr<PinnedBlock>&
 Event array_write_async(const ArrayHandle& h, const std::shared_ptr<PinnedBlock>& b, std::size_t n);
 std::vector<ChunkSpec> array_chunks(const ArrayHandle& h);
 [[noreturn]] void throw_null_array();
+/// Inside a native function's task: the array whose view (of `dtype`, rank `rank`) starts at
+/// `data`, as an array of the task's (NativeContext::array).
+std::shared_ptr<ArrayHandle> task_array(const void* data, DType dtype, bool read_only);
+/// Throws a gs::Error naming `what` when `h` is a task's array or expression: its values
+/// are the task's, on its device, and an expression of the task is computed only where it
+/// is assigned into one of the task's arrays.
+void require_context_array(const ArrayHandle& h, const char* what);
 }  // namespace detail
 
 template <class T>

@@ -60,6 +60,11 @@ class KernelDef {
   int max_threads_ = 0, min_blocks_ = 0;
 };
 
+namespace detail {
+template <class V>
+struct view_traits;
+}  // namespace detail
+
 /// What a native function is told about the superblock it runs.
 struct NativeContext {
   int device = 0;   // the device (index over all devices)
@@ -71,12 +76,24 @@ struct NativeContext {
   void* stream = nullptr;
   /// The superblock's threads, clipped to the launch's thread domain.
   Rect threads(const Dim& domain) const;
+  /// The array `view` belongs to, as a gs::Array of its whole shape for the array library
+  /// inside this task: elementwise expressions over such arrays and scalars run inline,
+  /// computed where they are assigned into one of them (`out.assign(expr)`, `out += x`):
+  /// on this task's device and stream, for the elements the task writes of it, reading
+  /// only what the task holds (else a gs::Error says what). Nothing else of the library
+  /// runs inside a task; an array of the task is not read on the host, and goes with it.
+  template <class V>
+  Array<typename detail::view_traits<V>::value_type> array(const V& view) const {
+    using T = typename detail::view_traits<V>::value_type;
+    return Array<T>(detail::task_array(view.data(), dtype_v<T>, detail::view_traits<V>::read_only));
+  }
 };
 
 namespace detail {
 template <class V>
 struct view_traits {
   static constexpr bool is_view = false;
+  using value_type = void;
 };
 template <class T>
 struct view_traits<Scalar<T>> {

@@ -42,10 +42,11 @@ class CpuBackend final : public Backend {
         devices_.push_back(std::make_unique<cpu::LaneDevice>(std::move(device), true));
       else
         devices_.push_back(std::move(device));
+      devices_.back()->set_owner(this);
     }
     logging::info("cpu backend: {} devices{}, {} executor threads and {} each", config.cpu_devices,
-              config.cpu_async ? " behaving as GPUs (GRIDSPAN_CPU_ASYNC)" : "", threads,
-              format_bytes(capacity));
+                  config.cpu_async ? " behaving as GPUs (GRIDSPAN_CPU_ASYNC)" : "", threads,
+                  format_bytes(capacity));
   }
 
   std::string name() const override { return "cpu"; }

@@ -254,8 +254,10 @@ class CudaBackend final : public Backend {
     options.poll_us = config.completion_poll_us;
     options.launch_thread = config.launch_thread;
     options.idle_direct = config.launch_idle_direct;
-    for (int d = 0; d < count; ++d)
+    for (int d = 0; d < count; ++d) {
       devices_.push_back(std::make_unique<CudaDevice>(api, d, first + d, options));
+      devices_.back()->set_owner(this);
+    }
     bool peer = true;
     for (auto& a : devices_)
       for (auto& b : devices_)
