@@ -66,6 +66,10 @@ const std::vector<Setting> kSettings = {
      "the host's time per task that automatic granularity works from, in microseconds; 0: "
      "measured when first needed",
      "measured", 0, 1000000},
+    {"GRIDSPAN_FINER_CUTS", K::flag, &C::finer_cuts,
+     "on cpu devices, automatic work tries a kernel's superblocks cut finer once timed, and "
+     "keeps the cut while it runs a thread faster (cache effects)",
+     "on"},
     {"GRIDSPAN_DEVICE_BANDWIDTH", K::size, &C::device_bandwidth,
      "the bytes a second a device moves that automatic granularity works from (`3000GiB`); "
      "0: measured when first needed",

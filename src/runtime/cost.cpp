@@ -47,6 +47,18 @@ std::optional<CostModel::Estimate> CostModel::estimate(const plan::Executable& e
                   c.samples};
 }
 
+std::optional<CostModel::Estimate> CostModel::measured(const plan::Executable& e,
+                                                       int64_t threads) const {
+  std::lock_guard lock(mutex_);
+  auto it = entries_.find(&e);
+  if (it == entries_.end()) return std::nullopt;
+  auto c = it->second.classes.find(size_class(threads));
+  if (c == it->second.classes.end()) return std::nullopt;
+  const Class& k = c->second;
+  return Estimate{k.seconds / k.threads, k.bytes / k.seconds, int64_t(std::llround(k.threads)),
+                  k.samples};
+}
+
 std::optional<double> CostModel::best_bandwidth(std::size_t min_bytes) const {
   std::lock_guard lock(mutex_);
   std::optional<double> best;

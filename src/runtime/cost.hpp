@@ -38,6 +38,8 @@ class CostModel {
   };
   /// The estimate for a task of `threads` threads of `e`; none before a run was timed.
   std::optional<Estimate> estimate(const plan::Executable& e, int64_t threads) const;
+  /// The same from the size class of `threads` alone; none before a run of it was timed.
+  std::optional<Estimate> measured(const plan::Executable& e, int64_t threads) const;
   /// The fastest bytes per second any task of at least `min_bytes` reached (a device's
   /// memory bandwidth as kernels see it); none before such a task was timed.
   std::optional<double> best_bandwidth(std::size_t min_bytes) const;

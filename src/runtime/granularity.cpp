@@ -648,30 +648,106 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
       seconds - seconds / double(pieces) > double(array_bytes(spec)) / (b.bandwidth / 8);
   // The choice depends on the launch, the principal array's chunks, the pieces and whether
   // moving data pays.
-  std::vector<int64_t> key = launch_key(spec);
-  key.insert(key.end(), {pieces, worth, thread_pieces});
+  std::vector<int64_t> stable = launch_key(spec);
   const std::vector<int> followable = candidates(spec);
   for (int param : followable)
     for (const plan::ChunkMeta& c : spec.arrays[param]->chunks) {
       for (int ax = 0; ax < c.owned.rank; ++ax)
-        key.insert(key.end(), {c.owned.lo[ax], c.owned.hi[ax]});
-      key.push_back(c.device);
+        stable.insert(stable.end(), {c.owned.lo[ax], c.owned.hi[ax]});
+      stable.push_back(c.device);
     }
+  std::vector<int64_t> key = stable;
+  key.insert(key.end(), {pieces, worth, thread_pieces});
   std::lock_guard lock(mutex_);
-  if (auto it = choices_.find(key); it != choices_.end()) {
+  auto it = choices_.find(key);
+  if (it == choices_.end()) {
+    it = choices_
+             .emplace(key, choose_reported(spec, followable, pieces, worth, thread_pieces, seconds,
+                                           est ? est->samples : 0))
+             .first;
+  }
+  const int64_t f = finer(spec, stable, it->second.size(), threads);
+  if (f == 1) {
     spec.superblocks = it->second;
     return;
   }
+  key.push_back(-f);  // the choice cut finer
+  auto cut = choices_.find(key);
+  if (cut == choices_.end())
+    cut = choices_.emplace(key, split_each(bound_launch(spec), it->second, f)).first;
+  spec.superblocks = cut->second;
+}
+
+std::vector<Superblock> Granularity::choose_reported(const plan::LaunchSpec& spec,
+                                                     const std::vector<int>& followable,
+                                                     int64_t pieces, bool worth,
+                                                     int64_t thread_pieces, double seconds,
+                                                     int samples) {
+  const Baseline& b = baseline_;
   Choice c = choose(spec, followable, pieces, worth, thread_pieces);
-  report(
-      fmt::format("automatic work for `{}` over threads {}: {}; the launch takes about {} "
-                  "({}), {} a task on the host",
-                  spec.executable->name(), spec.threads.str(), c.why, us(seconds),
-                  est ? fmt::format("measured, {} tasks timed", est->samples)
-                      : "guessed from its arrays' bytes",
-                  us(b.task_overhead)));
-  if (choices_.size() > 4096) choices_.clear();
-  spec.superblocks = choices_[key] = std::move(c.superblocks);
+  report(fmt::format(
+      "automatic work for `{}` over threads {}: {}; the launch takes about {} "
+      "({}), {} a task on the host",
+      spec.executable->name(), spec.threads.str(), c.why, us(seconds),
+      samples ? fmt::format("measured, {} tasks timed", samples) : "guessed from its arrays' bytes",
+      us(b.task_overhead)));
+  if (choices_.size() > 4096) choices_.clear(), trials_.clear();
+  return std::move(c.superblocks);
+}
+
+int64_t Granularity::finer_step(Trial& t, const std::optional<CostModel::Estimate>& now,
+                                const std::optional<CostModel::Estimate>& half, bool halving_ok) {
+  if (t.settled) return t.factor;
+  if (!now || now->samples < kTrialSamples) return t.factor;  // the current size first
+  if (!halving_ok || t.factor * 2 > kMostFiner) {
+    t.settled = true;
+    return t.factor;
+  }
+  if (!half || half->samples < kTrialSamples) {  // try half as large until it is measured
+    if (++t.launches <= kTrialLaunches) return t.factor * 2;
+    t.settled = true;  // never measured there (tasks of uneven sizes): keep what was
+    return t.factor;
+  }
+  t.launches = 0;
+  if (half->seconds_per_thread <= now->seconds_per_thread * (1 - kFinerGain))
+    t.factor *= 2;
+  else
+    t.settled = true;
+  return t.factor;
+}
+
+int64_t Granularity::finer(const plan::LaunchSpec& spec, const std::vector<int64_t>& stable,
+                           std::size_t count, int64_t threads) {
+  if (count == 0 || !driver_.config().finer_cuts ||
+      driver_.backend().devices().front()->asynchronous())
+    return 1;
+  Trial& t = trials_[stable];
+  if (t.settled) return t.factor;
+  const int64_t per = threads / (int64_t(count) * t.factor);
+  const CostModel& costs = driver_.costs();
+  auto now = costs.measured(*spec.executable, per);
+  auto half = costs.measured(*spec.executable, per / 2);
+  // A device runs up to its executors' count of superblocks at once, each spread over its
+  // threads: what a thread of the launch costs the device is a task's time over those run
+  // together.
+  const int64_t executors = driver_.backend().devices().front()->executors();
+  const int64_t each = std::max<int64_t>(1, int64_t(count) * t.factor / driver_.device_count());
+  if (now) now->seconds_per_thread /= double(std::min(each, executors));
+  if (half) half->seconds_per_thread /= double(std::min(2 * each, executors));
+  const bool halving_ok =
+      per / 2 >= spec.block.volume() && now &&
+      now->seconds_per_thread * double(per / 2) >= kOverheads * baseline_.task_overhead;
+  const Trial before = t;
+  const int64_t f = finer_step(t, now, half, halving_ok);
+  if (t.factor != before.factor || t.settled)
+    report(fmt::format(
+        "automatic work for `{}` over threads {}: tasks of {} threads ran {:.3f} ns a thread{}; {}",
+        spec.executable->name(), spec.threads.str(), per, now->seconds_per_thread * 1e9,
+        half ? fmt::format(", of {} threads {:.3f} ns", per / 2, half->seconds_per_thread * 1e9)
+             : "",
+        t.settled ? fmt::format("superblocks cut in {} (settled)", t.factor)
+                  : fmt::format("superblocks cut in {}, trying {}", t.factor, t.factor * 2)));
+  return f;
 }
 
 Granularity::Choice Granularity::choose(const plan::LaunchSpec& spec,

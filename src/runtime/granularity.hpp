@@ -19,6 +19,7 @@
 #include "gridspan/core/dtype.hpp"
 #include "gridspan/distribution/distribution.hpp"
 #include "plan/planner.hpp"
+#include "runtime/cost.hpp"
 
 namespace gridspan::runtime {
 
@@ -72,6 +73,28 @@ class Granularity {
   /// The overhead and bandwidth, measured on the first call.
   const Baseline& baseline();
 
+  /// Cache effects (the DAHL post: a task's time is not linear in its size). Once a
+  /// launch's superblocks have been timed (kTrialSamples runs in their size class), its
+  /// superblocks are tried cut in two on their devices; the cut is kept while each halving
+  /// runs at least kFinerGain faster a thread, and tasks stay long enough for their
+  /// overhead; else the last size that paid is kept. Devices that time superblocks one by
+  /// one only (cpu devices; a GPU's superblocks run as one batch, whose time a cut does not
+  /// change).
+  static constexpr int kTrialSamples = 4;
+  static constexpr double kFinerGain = 0.08;
+  static constexpr int64_t kMostFiner = 16;   // at most this many pieces a superblock
+  static constexpr int kTrialLaunches = 256;  // a size not measured by then is given up
+  struct Trial {
+    int64_t factor = 1;  // each superblock of the launch's choice cut in this many
+    bool settled = false;
+    int launches = 0;  // launches at the size being tried
+  };
+  /// The factor to cut by now, from the time a thread measured at tasks of the current size
+  /// (`now`) and of half of it (`half`); `halving_ok`: tasks half as large would still be long
+  /// enough. Advances `t`.
+  static int64_t finer_step(Trial& t, const std::optional<CostModel::Estimate>& now,
+                            const std::optional<CostModel::Estimate>& half, bool halving_ok);
+
  private:
   struct Choice;
   void measure(Baseline& b);
@@ -80,6 +103,16 @@ class Granularity {
   /// `thread_pieces`: superblocks wanted for the devices' threads (0: the devices' count).
   Choice choose(const plan::LaunchSpec& spec, const std::vector<int>& followable, int64_t pieces,
                 bool worth, int64_t thread_pieces);
+  /// choose(), reported (under mutex_): `seconds` the launch's estimated time, from
+  /// `samples` timed tasks (0: guessed).
+  std::vector<Superblock> choose_reported(const plan::LaunchSpec& spec,
+                                          const std::vector<int>& followable, int64_t pieces,
+                                          bool worth, int64_t thread_pieces, double seconds,
+                                          int samples);
+  /// The factor the launch's `count` superblocks (of `threads` threads in all) are cut by
+  /// now (Trial, under mutex_); `stable` identifies the launch and its chunks.
+  int64_t finer(const plan::LaunchSpec& spec, const std::vector<int64_t>& stable, std::size_t count,
+                int64_t threads);
   int64_t rows_per_chunk(DType dtype, const Dim& shape);  // memoized per shape and size
   /// The rows a chunk of a memory-bound array of `rows` rows takes (under mutex_).
   int64_t shared_cut(int64_t rows, int64_t per, int64_t align);
@@ -94,7 +127,8 @@ class Granularity {
   std::set<std::string> said_;
   std::map<std::array<int64_t, 5>, int64_t> rows_;  // chunk rows by shape and element size
   std::map<int64_t, int64_t> bound_rows_;
-  std::set<std::vector<int64_t>> kept_cuts_;  // launches recuts() found nothing to cut in
+  std::set<std::vector<int64_t>> kept_cuts_;      // launches recuts() found nothing to cut in
+  std::map<std::vector<int64_t>, Trial> trials_;  // by launch and chunks
   std::array<std::shared_ptr<const plan::Executable>, kMaxRank>
       copiers_;  // recut, by rank           // by row count: the finest cut the memory bound
 };

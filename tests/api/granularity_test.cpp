@@ -416,6 +416,73 @@ TEST(Granularity, MeasuredTimeSplitsAHeavyKernel) {
   }
 }
 
+// Cache effects: once the current size is measured, half of it is tried; it is kept while
+// each halving runs a thread at least kFinerGain faster, and the search stops where one
+// does not, where tasks would be too short, at kMostFiner, or where half is never measured.
+TEST(Granularity, CacheEffectsCutSuperblocksFinerWhileItPays) {
+  using G = runtime::Granularity;
+  auto at = [](double ns, int samples) {
+    return std::optional<runtime::CostModel::Estimate>(
+        runtime::CostModel::Estimate{ns * 1e-9, 0, 0, samples});
+  };
+  const std::optional<runtime::CostModel::Estimate> none;
+  G::Trial t;
+  EXPECT_EQ(G::finer_step(t, none, none, true), 1);
+  EXPECT_EQ(G::finer_step(t, at(10, G::kTrialSamples - 1), none, true), 1);
+  EXPECT_EQ(G::finer_step(t, at(10, G::kTrialSamples), none, true), 2);  // tried
+  EXPECT_EQ(G::finer_step(t, at(10, G::kTrialSamples), at(8, 1), true), 2);
+  EXPECT_EQ(t.factor, 1);
+  EXPECT_EQ(G::finer_step(t, at(10, G::kTrialSamples), at(8, G::kTrialSamples), true), 2);
+  EXPECT_EQ(t.factor, 2);  // 20% faster: kept
+  EXPECT_FALSE(t.settled);
+  EXPECT_EQ(G::finer_step(t, at(8, 9), none, true), 4);
+  EXPECT_EQ(G::finer_step(t, at(8, 9), at(8 * (1 - G::kFinerGain / 2), 9), true), 2);
+  EXPECT_TRUE(t.settled);  // 4% faster: not enough
+  EXPECT_EQ(G::finer_step(t, at(8, 9), at(1, 9), true), 2);
+
+  G::Trial short_tasks;
+  EXPECT_EQ(G::finer_step(short_tasks, at(10, 9), none, false), 1);
+  EXPECT_TRUE(short_tasks.settled);
+
+  G::Trial unmeasured;
+  for (int i = 0; i < G::kTrialLaunches; ++i)
+    ASSERT_EQ(G::finer_step(unmeasured, at(10, 9), none, true), 2) << i;
+  EXPECT_EQ(G::finer_step(unmeasured, at(10, 9), none, true), 1);
+  EXPECT_TRUE(unmeasured.settled);
+
+  G::Trial faster;
+  for (int64_t f = 1; f < G::kMostFiner; f *= 2) {
+    ASSERT_EQ(G::finer_step(faster, at(10.0 / double(f), 9), at(5.0 / double(f), 9), true), 2 * f);
+  }
+  EXPECT_EQ(G::finer_step(faster, at(1, 9), at(0.1, 9), true), G::kMostFiner);
+  EXPECT_TRUE(faster.settled);
+}
+
+// On a cpu device of several threads, a kernel launched again and again goes through the
+// trial (whatever it settles on) and its results stay the hand-chosen launch's.
+TEST(Granularity, TheTrialOfFinerCutsKeepsResults) {
+  gs::Config c = fixed(2);
+  c.cpu_threads = 2;
+  gs::Context ctx(c);
+  if (ctx.backend_name() != "cpu") GTEST_SKIP() << "cpu devices time each superblock";
+  auto k = ctx.compile(
+      gs::KernelDef::from_source(kScale, "scale").annotate("global i => write out[i], read in[i]"));
+  const int64_t n = int64_t(1) << 20;
+  const auto values = random_floats(n, test::base_seed() + 5);
+  auto in = ctx.from_vector<float>(values, {n}, gs::dist::rows(n / 2));
+  auto out = ctx.full<float>({n}, -777.0f, gs::dist::rows(n / 2));
+  for (int i = 0; i < 300; ++i) {
+    out.fill(-777.0f);
+    k.launch({n}, {256}, gs::work::automatic(), n, 1.5f, out, in);
+  }
+  const auto got = out.to_vector();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], 1.5f * values[i]) << i;
+  int64_t tasks = 0;
+  for (const gs::KernelCost& kc : ctx.kernel_costs())
+    if (kc.kernel == "scale") tasks += kc.samples;
+  EXPECT_GE(tasks, runtime::Granularity::kTrialSamples) << "the superblocks were timed";
+}
+
 // Unset, the overhead and bandwidth are measured once per machine, with the probe, when
 // first needed, and kept in the cache folder: a later context reads them (and so chooses as
 // the first did) without the probe.

@@ -72,6 +72,10 @@ struct Config {
   /// time. 0 = measured.
   int task_overhead_us = 0;
   std::size_t device_bandwidth = 0;
+  /// On cpu devices, work::automatic tries a launch's superblocks cut finer once their
+  /// times are measured, and keeps the cut while each halving runs a thread faster (cache
+  /// effects; GRIDSPAN_FINER_CUTS). Off: the same choice every time.
+  bool finer_cuts = true;
   /// How a GPU's completion threads wait for a work's end (GRIDSPAN_COMPLETION_POLL_US): 0
   /// = in the driver, which spins; N > 0 = they look every N microseconds and sleep between,
   /// except while a host thread waits (Event::wait, synchronize), when they wait in the
