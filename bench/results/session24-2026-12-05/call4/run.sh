@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 24, call 4 (calls 2 and 3 got no machine; this is both, shortened): a step of the
+# Session 24, call 4 (earlier tries got no machine): a step of the
 # array library inside a native task against a library call from the program and a
 # kernel's inline launch (one H200); then finer cuts from measured times on the cpu
 # backend of the 16-core host, side by side with the trial off (GRIDSPAN_FINER_CUTS=0).
