@@ -13,6 +13,7 @@
 
 #include "gridspan/api/context.hpp"
 #include "gridspan/array/elementwise.hpp"
+#include "gridspan/array/reduce.hpp"
 
 namespace gridspan::array {
 
@@ -117,6 +118,11 @@ struct Program {
   /// others) plus (i, j, k), up to n0.. (exclusive): the elements a native task writes (an
   /// expression assigned inside the task, array/task.cpp). One element a thread.
   bool origin = false;
+  /// The target is a reduce (or atomic) parameter of a native task (array/task.cpp), its
+  /// access mode as the annotation writes it ("reduce(+)"): each thread contributes its value
+  /// with `out.reduce(...)` at the target's indices (its axes follow the thread's as
+  /// `target.access.follows` says) instead of storing it. Empty: the value is stored.
+  std::string contribute;
 
   /// The shape of the expression (operations, dtypes, broadcasts, views), not its values:
   /// equal keys, equal kernels.
@@ -195,8 +201,14 @@ bool in_task(std::span<const detail::EwArg> args);
 /// An elementwise operation over a task's arrays: a pending expression of the task, without
 /// the library's lock or its context's tracking.
 std::shared_ptr<ArrayHandle> task_elementwise(EwOp op, DType result, std::span<detail::EwArg> args);
-/// `target.assign(value)` inside a task: computed at once for the elements the task writes.
+/// `target.assign(value)` inside a task: computed at once for the elements the task writes,
+/// or contributed to what it reduces (`total += value`, `total += gs::sum(x)`).
 void task_assign(const std::shared_ptr<ArrayHandle>& target, const detail::EwArg& value);
+/// A reduction of a task's array `a` inside the task: pending until it is contributed into
+/// one of the task's reduce arrays, over the elements the task holds of what it reads.
+std::shared_ptr<ArrayHandle> task_reduce(detail::RedOp op, DType result,
+                                         const std::shared_ptr<ArrayHandle>& a, int axis,
+                                         bool keepdims);
 
 /// The Program reading array `in` where it lies: a pending expression is computed inside
 /// the kernel that reads it (a reduction's or a scan's), with no launch of its own.

@@ -181,12 +181,13 @@ void key_leaf(std::string& k, const Leaf& l) {
 }  // namespace
 
 std::string Program::key() const {
-  std::string k = fmt::format("r{}d{}t{}{}{}{}|", shape.rank(), static_cast<int>(dtype),
+  std::string k = fmt::format("r{}d{}t{}{}{}{}{}|", shape.rank(), static_cast<int>(dtype),
                               target.fresh ? 'f' : 'u', target.also_read ? 'r' : 'w',
                               static_cast<int>(target.access.dtype),
                               looped   ? fmt::format("l{}{}", unrolled, vector ? "v" : "")
                               : origin ? "o"
-                                       : "");
+                                       : "",
+                              contribute);
   if (!target.fresh) key_leaf(k, target.access);
   k += '|';
   for (const Leaf& l : leaves) key_leaf(k, l);
@@ -462,8 +463,13 @@ class SourceWriter {
     const bool looped = p_.looped && rank > 0;
     body += thread_prologue(rank, looped, p_.origin);
     std::string element_code = steps();
-    element_code += fmt::format("  gridspan::fused::store({}, v{});\n",
-                                element(p_.target_access(), "out"), p_.result.index);
+    const Leaf& out = p_.target_access();
+    if (p_.contribute.empty())
+      element_code +=
+          fmt::format("  gridspan::fused::store({}, v{});\n", element(out, "out"), p_.result.index);
+    else
+      element_code += fmt::format("  out.reduce({}{}v{});\n", indices(out, "out"),
+                                  out.rank ? ", " : "", p_.result.index);
     if (looped) {
       // The line's end, then a loop over it (its body as one thread's).
       body += fmt::format(
@@ -769,7 +775,10 @@ std::string Program::annotation() const {
       binding += (loop && k == rank - 1 ? "gs_w" : axis_name(k)) + (k ? ", " : "");
     binding += "]";
   }
-  const char* mode = target.also_read ? "readwrite" : target.fresh ? "overwrite" : "write";
+  const std::string mode = !contribute.empty() ? contribute
+                           : target.also_read  ? "readwrite"
+                           : target.fresh      ? "overwrite"
+                                               : "write";
   if (origin) {  // thread a0.. computes the element o0 + a0, ...
     AxisBounds ab;
     for (int k = 0; k < rank; ++k) ab.lo[k] = fmt::format("a{0} + o{0}", k);

@@ -521,6 +521,7 @@ namespace gridspan::detail {
 
 std::shared_ptr<ArrayHandle> reduce(RedOp op, DType result, const std::shared_ptr<ArrayHandle>& a,
                                     int axis, bool keepdims) {
+  if (a->task) return array::task_reduce(op, result, a, axis, keepdims);  // inside a task
   std::lock_guard lock(lazy_mutex());
   const int R = a->shape.rank();
   array::Plan plan{op, a->dtype, DType::f32, result, 1, axis, keepdims, Dim()};

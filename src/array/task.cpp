@@ -3,7 +3,11 @@
 // expressions over such arrays are nodes of the task alone (no library lock, no context
 // tracking), and an assignment into one of them compiles the expression (once per backend
 // and shape of expression) and runs it inline over the elements the task writes of the
-// target, through runtime::run_inline's checks against what the task holds.
+// target, through runtime::run_inline's checks against what the task holds. A reduction of
+// a task's arrays (gs::sum, prod, min, max) is pending too, until it is contributed into an
+// array the task holds as reduce (`total += gs::sum(x * y)`): one kernel over the elements the
+// task holds of what it reduces, each thread contributing its value to the task's partial,
+// which the runtime combines with the other tasks' as for any reduce parameter.
 #include <fmt/format.h>
 
 #include "array/launch.hpp"
@@ -16,6 +20,79 @@ namespace gridspan::array {
 namespace {
 
 using annotation::Mode;
+using annotation::ReduceOp;
+using detail::RedOp;
+
+// A reduction of a task's arrays, pending until it is contributed (task_assign).
+class TaskReduction final : public detail::Producer {
+ public:
+  RedOp op = RedOp::sum;
+  int axis = detail::kAllAxes;  // normalised
+  bool keepdims = false;
+  std::shared_ptr<ArrayHandle> value;  // what it reduces, converted to its dtype (a task's)
+  void produce(ArrayHandle&) override {
+    throw Error("internal error: a task's reduction was settled outside its contribution");
+  }
+};
+
+const TaskReduction* reduction_of(const ArrayHandle* h) {
+  return h && h->pending.load(std::memory_order_acquire)
+             ? dynamic_cast<const TaskReduction*>(h->producer.get())
+             : nullptr;
+}
+
+const char* reduction_name(RedOp op) {
+  switch (op) {
+    case RedOp::sum:
+      return "gs::sum";
+    case RedOp::prod:
+      return "gs::prod";
+    case RedOp::min:
+      return "gs::min";
+    case RedOp::max:
+      return "gs::max";
+    case RedOp::any:
+      return "gs::any";
+    case RedOp::all:
+      return "gs::all";
+    case RedOp::count_nonzero:
+      return "gs::count_nonzero";
+    case RedOp::mean:
+      return "gs::mean";
+  }
+  return "a reduction";
+}
+
+// The operator a reduce parameter combines with, as a reduction and as an update
+// (`t = t op v`); false where `op` is no such operator.
+bool combines_as(RedOp op, ReduceOp& as) {
+  switch (op) {
+    case RedOp::sum:
+      return as = ReduceOp::add, true;
+    case RedOp::prod:
+      return as = ReduceOp::mul, true;
+    case RedOp::min:
+      return as = ReduceOp::min, true;
+    case RedOp::max:
+      return as = ReduceOp::max, true;
+    default:
+      return false;
+  }
+}
+bool updates_as(EwOp op, ReduceOp& as) {
+  switch (op) {
+    case EwOp::add:
+      return as = ReduceOp::add, true;
+    case EwOp::mul:
+      return as = ReduceOp::mul, true;
+    case EwOp::minimum:
+      return as = ReduceOp::min, true;
+    case EwOp::maximum:
+      return as = ReduceOp::max, true;
+    default:
+      return false;
+  }
+}
 
 // The native function this thread runs; a gs::Error naming `what` outside one.
 runtime::NativeScope task_scope(const char* what) {
@@ -90,26 +167,38 @@ const Kernel& task_kernel(const runtime::NativeScope& scope, const Program& p) {
   return *std::static_pointer_cast<Kernel>(kept);
 }
 
-// The elements of `target` the task writes (the held region of its writable parameter).
-Rect written_region(const runtime::NativeScope& scope, const ArrayHandle& target) {
-  const detail::ArrayStorage& s = *target.storage;
-  const std::string& native = scope.native->name();
-  if (s.task_read_only)
+// The task's parameter `target` is an array of (a writable one where there is one).
+int target_param(const runtime::NativeScope& scope, const ArrayHandle& target) {
+  if (target.storage->task_read_only)
     throw Error(
         fmt::format("native function `{}` assigns into an array of a view of const "
                     "elements: the task only reads it",
-                    native));
-  const int q = holder(scope, s.task_data, true);
+                    scope.native->name()));
+  return holder(scope, target.storage->task_data, true);
+}
+
+// The elements of parameter `q` the task writes (its held region).
+Rect written_region(const runtime::NativeScope& scope, int q) {
   const plan::ExecArg& held = scope.frame->exec.arrays[q];
   if (held.mode != Mode::write && held.mode != Mode::overwrite && held.mode != Mode::readwrite)
     throw Error(fmt::format(
         "native function `{}` assigns into its parameter `{}`, which it holds as {}: an "
         "expression is assigned only into what the task writes (write, overwrite, readwrite)",
-        native, scope.native->params()[q].name, annotation::access_name(held.mode, held.op)));
+        scope.native->name(), scope.native->params()[q].name,
+        annotation::access_name(held.mode, held.op)));
   return held.region;
 }
 
-// Runs `p` over `region` of its target inline: one element a thread, the threads starting
+// Whether `h` is a task's reduction or an operation over one.
+bool has_reduction(const ArrayHandle* h) {
+  if (reduction_of(h)) return true;
+  const Node* n = h ? node_of(*h) : nullptr;
+  for (std::size_t i = 0; n && i < n->inputs.size(); ++i)
+    if (reduction_of(n->inputs[i].array.get())) return true;
+  return false;
+}
+
+// Runs `p` over `region` (of its shape) inline: one element a thread, the threads starting
 // at the region's corner.
 void run_over(const runtime::NativeScope& scope, Program& p, const Rect& region) {
   const int rank = p.shape.rank();
@@ -146,8 +235,17 @@ bool in_task(std::span<const detail::EwArg> args) {
 std::shared_ptr<ArrayHandle> task_elementwise(EwOp op, DType result,
                                               std::span<detail::EwArg> args) {
   const runtime::NativeScope scope = task_scope("an operation over a task's arrays");
-  for (const detail::EwArg& a : args)
-    if (a.array) check_own(scope, *a.array);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i].array) check_own(scope, *args[i].array);
+    ReduceOp as{};
+    if (has_reduction(args[i].array.get()) && (i != 1 || !updates_as(op, as)))
+      throw Error(fmt::format(
+          "native function `{}` uses a reduction of a task's arrays inside an expression: "
+          "inside a task a reduction is contributed as it is into an array the task holds as "
+          "reduce: `total += gs::sum(x)` (or *= with gs::prod, or "
+          "total.assign(gs::maximum(total, gs::max(x))), gs::minimum with gs::min)",
+          scope.native->name()));
+  }
   std::shared_ptr<Node> node = make_node(op, result, args);
   for (Input& in : node->inputs)
     if (in.array && in.array->storage) in.writes = in.array->storage->task_writes;
@@ -156,6 +254,178 @@ std::shared_ptr<ArrayHandle> task_elementwise(EwOp op, DType result,
   h->dtype = node->dtype;
   h->shape = node->shape;
   h->producer = std::move(node);
+  h->pending.store(true, std::memory_order_release);
+  return h;
+}
+
+namespace {
+
+// Runs `p` over `region` inline, a failure put in the user's terms (parameter `q`: the target).
+void run_for(const runtime::NativeScope& scope, Program& p, const Rect& region, int q,
+             const char* what) {
+  if (region.empty()) return;
+  try {
+    run_over(scope, p, region);
+  } catch (const Error& e) {  // its generated kernel's words, put in the user's terms
+    throw Error(fmt::format(
+        "native function `{}` {} (into `{}`) that it cannot compute inline (`out` is that "
+        "array, L0, L1, ... the arrays the expression reads, in order): {}",
+        scope.native->name(), what, scope.native->params()[q].name, e.what()));
+  }
+}
+
+// How a task contributes to an array it holds as reduce(op): "`total += value`".
+std::string update_form(ReduceOp op, const std::string& t) {
+  switch (op) {
+    case ReduceOp::add:
+      return fmt::format("`{} += value`", t);
+    case ReduceOp::mul:
+      return fmt::format("`{} *= value`", t);
+    case ReduceOp::min:
+      return fmt::format("`{0}.assign(gs::minimum({0}, value))`", t);
+    case ReduceOp::max:
+      return fmt::format("`{0}.assign(gs::maximum({0}, value))`", t);
+    default:
+      return "nothing the array library writes (only +, *, min and max)";
+  }
+}
+
+// The value `update` (t = t op value) contributes to `target`, held as `held`; a gs::Error
+// where it is no such update.
+const Input& contribution(const runtime::NativeScope& scope, const ArrayHandle& target,
+                          const Node* update, const plan::ExecArg& held, int q) {
+  ReduceOp as{};
+  if (update && update->inputs.size() == 2 && updates_as(update->op, as) && as == held.op &&
+      update->inputs[0].array && update->inputs[0].array->storage == target.storage &&
+      !update->inputs[0].array->is_view)
+    return update->inputs[1];
+  const std::string& param = scope.native->params()[q].name;
+  throw Error(fmt::format(
+      "native function `{}` assigns into its parameter `{}`, which it holds as {}: the task "
+      "only contributes to it, as {} (a value of its shape, or a reduction such as "
+      "gs::sum(x) of the task's arrays), combined with the other tasks' contributions",
+      scope.native->name(), param, annotation::access_name(held.mode, held.op),
+      update_form(held.op, param)));
+}
+
+// The cast of `in` to `target`'s dtype, of shape `shape`: the root of a contribution.
+std::shared_ptr<Node> contribution_root(const ArrayHandle& target, Input in, const Dim& shape) {
+  auto root = std::make_shared<Node>();
+  root->op = EwOp::cast;
+  root->dtype = target.dtype;
+  root->shape = shape;
+  root->inputs.push_back(std::move(in));
+  return root;
+}
+
+// The program contributing the reduction `red` into `target`: threads over the reduced
+// array, the target's axes following the ones the reduction keeps.
+Program reduction_program(const runtime::NativeScope& scope, ArrayHandle& target,
+                          const TaskReduction& red, ReduceOp held_op) {
+  ReduceOp as{};
+  const std::string& native = scope.native->name();
+  if (!combines_as(red.op, as) || as != held_op)
+    throw Error(fmt::format(
+        "native function `{}` contributes {}(...) into an array it holds as reduce with "
+        "another operator: a task's share combines with the other tasks' by the operator it "
+        "is held with",
+        native, reduction_name(red.op)));
+  Input in;
+  in.array = red.value;
+  in.as = red.value->dtype;
+  Program p = build_program(*contribution_root(target, in, red.value->shape), target, false);
+  Leaf& out = p.target.access;
+  for (int b = 0; b < out.rank; ++b)
+    out.follows[b] = red.axis == detail::kAllAxes ? -1
+                     : red.keepdims               ? (b == red.axis ? -1 : b)
+                                                  : (b < red.axis ? b : b + 1);
+  return p;
+}
+
+// `total op= value` inside a task holding `total` (parameter q) as reduce(op) or
+// atomic(op): `value` (an expression of the target's shape, or a reduction of the task's
+// arrays) computed over the elements the task holds and contributed to its partial.
+void contribute(const runtime::NativeScope& scope, ArrayHandle& target, const detail::EwArg& value,
+                int q) {
+  const plan::ExecArg& held = scope.frame->exec.arrays[q];
+  const Input& c =
+      contribution(scope, target, value.array ? node_of(*value.array) : nullptr, held, q);
+  const std::string& native = scope.native->name();
+  Program p;
+  Rect region = held.region;
+  if (const TaskReduction* red = reduction_of(c.array.get())) {
+    if (c.array->shape != target.shape)
+      throw Error(fmt::format(
+          "native function `{}` contributes a reduction of shape {} into `{}` of shape {}: "
+          "reduce to the shape of what it contributes to",
+          native, c.array->shape.str(), scope.native->params()[q].name, target.shape.str()));
+    p = reduction_program(scope, target, *red, held.op);
+    check_unchanged(*node_of(*red->value), scope);
+    const Leaf* guide = guide_leaf(p, p.shape);
+    if (!guide)
+      throw Error(fmt::format(
+          "native function `{}` reduces an expression of shape {} that reads no array of the "
+          "task of that shape: the elements it reduces are those the task holds of such an "
+          "array",
+          native, p.shape.str()));
+    region = scope.frame->exec.arrays[holder(scope, guide->storage->task_data, false)].region;
+  } else {
+    if (value.array->shape != target.shape)
+      throw Error(fmt::format(
+          "native function `{}` contributes a value of shape {} into `{}` of shape {}", native,
+          value.array->shape.str(), scope.native->params()[q].name, target.shape.str()));
+    std::shared_ptr<Node> root = contribution_root(target, c, target.shape);
+    check_unchanged(*root, scope);
+    p = build_program(*root, target, false);
+  }
+  if (p.target.also_read)
+    throw Error(fmt::format(
+        "native function `{}` contributes a value that reads `{}`, which it holds as {}: a "
+        "task's partial is not read",
+        native, scope.native->params()[q].name, annotation::access_name(held.mode, held.op)));
+  p.contribute = annotation::access_name(held.mode, held.op);
+  ++target.storage->task_writes;
+  run_for(scope, p, region, q, "contributes an expression");
+}
+
+}  // namespace
+
+std::shared_ptr<ArrayHandle> task_reduce(RedOp op, DType result,
+                                         const std::shared_ptr<ArrayHandle>& a, int axis,
+                                         bool keepdims) {
+  const runtime::NativeScope scope = task_scope("a reduction of a task's array");
+  check_own(scope, *a);
+  const std::string& native = scope.native->name();
+  ReduceOp as{};
+  if (!combines_as(op, as))
+    throw Error(fmt::format(
+        "native function `{}` calls {} on a task's array: inside a task gs::sum, gs::prod, "
+        "gs::min and gs::max reduce the elements the task holds, contributed into an array "
+        "it holds as reduce (`total += gs::sum(x)`); compute the rest after the native "
+        "function's launch, from its arrays",
+        native, reduction_name(op)));
+  if (has_reduction(a.get()))
+    throw Error(fmt::format(
+        "native function `{}` reduces a reduction of a task's array: reduce over every axis "
+        "at once (axis omitted) instead",
+        native));
+  const int R = a->shape.rank();
+  if (axis != detail::kAllAxes && (axis < -R || axis >= R))
+    throw Error(fmt::format("axis {} is out of range for an array of shape {} (rank {})", axis,
+                            a->shape.str(), R));
+  auto red = std::make_shared<TaskReduction>();
+  red->op = op;
+  red->axis = axis == detail::kAllAxes || axis >= 0 ? axis : axis + R;
+  red->keepdims = keepdims;
+  std::array<detail::EwArg, 1> value{detail::EwArg{a}};
+  red->value = task_elementwise(EwOp::cast, result, value);
+  auto h = std::make_shared<ArrayHandle>();
+  h->task = scope.serial;
+  h->dtype = result;
+  h->shape = red->axis == detail::kAllAxes ? (keepdims ? Dim::of_rank(R, 1) : Dim())
+             : keepdims                    ? with_extent(a->shape, red->axis, 1)
+                                           : without(a->shape, red->axis);
+  h->producer = std::move(red);
   h->pending.store(true, std::memory_order_release);
   return h;
 }
@@ -169,23 +439,24 @@ void task_assign(const std::shared_ptr<ArrayHandle>& target, const detail::EwArg
         "native function `{}` assigns into {}: inside a task, assign into an array of one of "
         "the task's views (NativeContext::array) itself",
         scope.native->name(), target->storage ? "a view of a task's array" : "an expression"));
-  const Rect region = written_region(scope, *target);
+  const int q = target_param(scope, *target);
+  const Mode mode = scope.frame->exec.arrays[q].mode;
+  if (mode == Mode::reduce || mode == Mode::atomic) return contribute(scope, *target, value, q);
+  const Rect region = written_region(scope, q);
+  if (has_reduction(value.array.get()))
+    throw Error(fmt::format(
+        "native function `{}` assigns a reduction of a task's arrays into `{}`, which it "
+        "holds as {}: inside a task a reduction is contributed into an array the task holds "
+        "as reduce (`total += gs::sum(x)`), combined with the other tasks' shares",
+        scope.native->name(), scope.native->params()[q].name,
+        annotation::access_name(mode, scope.frame->exec.arrays[q].op)));
   std::shared_ptr<Node> node = assign_node(*target, value);
   if (node->inputs[0].array && node->inputs[0].array->storage)
     node->inputs[0].writes = node->inputs[0].array->storage->task_writes;
   check_unchanged(*node, scope);
   Program p = build_program(*node, *target, /*fresh=*/false);
   ++target->storage->task_writes;
-  if (region.empty()) return;
-  try {
-    run_over(scope, p, region);
-  } catch (const Error& e) {  // its generated kernel's words, put in the user's terms
-    throw Error(fmt::format(
-        "native function `{}` assigns an expression (into `{}`) that it cannot compute inline "
-        "(`out` is that array, L0, L1, ... the arrays the expression reads, in order): {}",
-        scope.native->name(),
-        scope.native->params()[holder(scope, target->storage->task_data, true)].name, e.what()));
-  }
+  run_for(scope, p, region, q, "assigns an expression");
 }
 
 }  // namespace gridspan::array

@@ -335,6 +335,146 @@ TEST(Inline, ArrayExpressionsRunInsideEachTask) {
   }
 }
 
+// Reductions inside a task: each task contributes the reduction of what it holds to its
+// partials, which the runtime combines: a dot product, row sums, column sums, a largest
+// magnitude, a count, and an elementwise contribution.
+gs::NativeDef task_reductions() {
+  auto def = gs::NativeDef::from_function(
+      "task_reductions",
+      [](const gs::NativeContext& c, gs::Matrix<const float> x, gs::Vector<const float> w,
+         gs::Scalar<double> dot, gs::Vector<float> rows, gs::Vector<float> cols,
+         gs::Scalar<float> top, gs::Scalar<long long> positives, gs::Matrix<float> twice) {
+        auto xa = c.array(x), wa = c.array(w);
+        auto d = c.array(dot);
+        auto r = c.array(rows), k = c.array(cols), m = c.array(top), t = c.array(twice);
+        auto p = c.array(positives);
+        d += gs::sum(xa * wa);
+        r += gs::sum(xa, 1);
+        k += gs::sum(xa, -2);
+        m.assign(gs::maximum(m, gs::max(gs::abs(xa))));
+        p += gs::sum(xa > 0.0f);
+        t += xa * 2.0f;
+      },
+      {"x", "w", "dot", "rows", "cols", "top", "positives", "twice"});
+  def.annotate(
+      "global [i, j] => read x[i, j], read w[j], reduce(+) dot, reduce(+) rows[i], "
+      "reduce(+) cols[j], reduce(max) top, reduce(+) positives, reduce(+) twice[i, j]");
+  return def;
+}
+const bool task_reductions_registered = gs::register_native(task_reductions());
+
+TEST(Inline, ReductionsInsideATaskContributeToItsPartials) {
+  ASSERT_TRUE(task_reductions_registered);
+  auto g = rng(76);
+  for (int devices : {1, 2}) {
+    gs::Context ctx(config(devices));
+    auto native = ctx.compile(task_reductions());
+    for (int rows_per_task : {5, 32}) {
+      const int rows = 70 + static_cast<int>(g() % 40), cols = 20 + static_cast<int>(g() % 50);
+      auto xs = dyadic(static_cast<std::size_t>(rows) * cols, g), ws = dyadic(cols, g);
+      auto x = ctx.from_vector<float>(xs, {rows, cols}, gs::dist::rows(rows_per_task));
+      auto w = ctx.from_vector<float>(ws, {cols}, gs::dist::rows(cols));
+      auto dot = ctx.scalar<double>(poison<double>());
+      auto row_sums = ctx.full<float>({rows}, poison<float>(), gs::dist::rows(rows_per_task));
+      auto col_sums = ctx.full<float>({cols}, poison<float>(), gs::dist::rows(cols));
+      auto top = ctx.scalar<float>(poison<float>());
+      auto positives = ctx.scalar<long long>(poison<long long>());
+      auto twice = ctx.full<float>({rows, cols}, poison<float>(), gs::dist::rows(rows_per_task));
+      native.launch({rows, cols}, {1, 32}, gs::work::like(x), x, w, dot, row_sums, col_sums, top,
+                    positives, twice);
+      double expect_dot = 0;
+      std::vector<double> expect_rows(rows, 0.0), expect_cols(cols, 0.0);
+      float expect_top = 0;
+      long long expect_positives = 0;
+      for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j) {
+          const float v = xs[i * cols + j];
+          expect_dot += double(v * ws[j]);
+          expect_rows[i] += v, expect_cols[j] += v;
+          expect_top = std::max(expect_top, std::fabs(v));
+          expect_positives += v > 0;
+        }
+      const std::string where =
+          fmt::format("rows a task {}, devices {}, seed {}", rows_per_task, devices, base_seed());
+      EXPECT_EQ(dot.item(), expect_dot) << where;
+      EXPECT_EQ(top.item(), expect_top) << where;
+      EXPECT_EQ(positives.item(), expect_positives) << where;
+      auto rs = row_sums.to_vector(), cs = col_sums.to_vector(), tw = twice.to_vector();
+      for (int i = 0; i < rows; ++i) ASSERT_EQ(rs[i], float(expect_rows[i])) << i << ", " << where;
+      for (int j = 0; j < cols; ++j) ASSERT_EQ(cs[j], float(expect_cols[j])) << j << ", " << where;
+      for (std::size_t e = 0; e < tw.size(); ++e)
+        ASSERT_EQ(tw[e], 2.0f * xs[e]) << e << ", " << where;
+    }
+  }
+}
+
+// What a task cannot do with its reductions is a gs::Error saying what to write instead.
+TEST(Inline, WhatATaskCannotReduceIsAClearError) {
+  gs::Context ctx(config(1));
+  if (skip_under_mpirun(ctx)) GTEST_SKIP() << "the other ranks lack these native functions";
+  using Body = std::function<void(const gs::NativeContext&, gs::Scalar<float>, gs::Vector<float>,
+                                  gs::Vector<const float>)>;
+  const std::vector<std::pair<Body, std::vector<std::string>>> cases = {
+      {[](const gs::NativeContext& c, auto, gs::Vector<float> out, gs::Vector<const float> x) {
+         c.array(out).assign(gs::sum(c.array(x)));
+       },
+       {"assigns a reduction of a task's arrays into `out`, which it holds as write",
+        "`total += gs::sum(x)`"}},
+      {[](const gs::NativeContext& c, gs::Scalar<float> total, auto, gs::Vector<const float> x) {
+         c.array(total).assign(gs::sum(c.array(x)));
+       },
+       {"into its parameter `total`, which it holds as reduce(+)", "as `total += value`"}},
+      {[](const gs::NativeContext& c, gs::Scalar<float> total, auto, gs::Vector<const float> x) {
+         auto t = c.array(total);
+         t += gs::max(c.array(x));
+       },
+       {"contributes gs::max(...) into an array it holds as reduce with another operator"}},
+      {[](const gs::NativeContext& c, gs::Scalar<float> total, auto, gs::Vector<const float> x) {
+         auto t = c.array(total);
+         t += gs::sum(c.array(x)) * 2.0f;
+       },
+       {"uses a reduction of a task's arrays inside an expression", "`total += gs::sum(x)`"}},
+      {[](const gs::NativeContext& c, gs::Scalar<float> total, auto, gs::Vector<const float> x) {
+         auto t = c.array(total);
+         t += gs::mean(c.array(x));
+       },
+       {"calls gs::mean on a task's array", "gs::sum, gs::prod, gs::min and gs::max"}},
+      {[](const gs::NativeContext& c, gs::Scalar<float> total, auto, gs::Vector<const float> x) {
+         auto t = c.array(total);
+         t += gs::sum(c.array(x), 1);
+       },
+       {"axis 1 is out of range for an array of shape"}},
+      {[](const gs::NativeContext& c, gs::Scalar<float> total, auto, gs::Vector<const float> x) {
+         auto t = c.array(total);
+         t += c.array(x);
+       },
+       {"contributes a value of shape", "into `total` of shape"}},
+      {[](const gs::NativeContext& c, gs::Scalar<float> total, auto, auto) {
+         auto t = c.array(total);
+         t += t;
+       },
+       {"contributes a value that reads `total`, which it holds as reduce(+)"}},
+  };
+  const int n = 256;
+  auto x = ctx.full<float>({n}, 0.75f, gs::dist::rows(64));
+  for (const auto& [body, phrases] : cases) {
+    auto native = ctx.compile(
+        gs::NativeDef::from_function(
+            "body",
+            [&body](const gs::NativeContext& c, gs::Scalar<float> total, gs::Vector<float> out,
+                    gs::Vector<const float> x) { body(c, total, out, x); },
+            {"total", "out", "x"})
+            .annotate("global i => reduce(+) total, write out[i], read x[i]"));
+    auto total = ctx.scalar<float>(poison<float>());
+    auto out = ctx.full<float>({n}, poison<float>(), gs::dist::rows(64));
+    native.launch({n}, {64}, gs::work::tiles({64}), total, out, x);
+    expect_error<gs::Error>([&] { total.item(); }, phrases);
+  }
+  auto total = ctx.scalar<float>(poison<float>());
+  total.assign(gs::sum(x));  // the context goes on
+  EXPECT_EQ(total.item(), 0.75f * n);
+}
+
 // What the array library cannot do inside a task is a gs::Error saying what and what to do
 // instead; the context goes on.
 TEST(Inline, WhatATasksArraysCannotDoIsAClearError) {
@@ -351,7 +491,7 @@ TEST(Inline, WhatATasksArraysCannotDoIsAClearError) {
        },
        {"to_vector() of a task's array in native function `body`", "`out.assign(expr)`"}},
       {[](const gs::NativeContext& c, auto, gs::Vector<const float> x, auto) {
-         (void)gs::sum(c.array(x));
+         (void)gs::cumsum(c.array(x));
        },
        {"native function `body` calls the array library inside its task",
         "make arrays of them (NativeContext::array)"}},
