@@ -13,13 +13,18 @@ int size_class(int64_t threads) {
 }
 }  // namespace
 
+CostModel::Estimate CostModel::of(const Class& c) {
+  return Estimate{c.seconds / c.threads, c.bytes / c.seconds, int64_t(std::llround(c.threads)),
+                  c.samples, c.share / c.threads};
+}
+
 bool CostModel::should_time(const plan::Executable& e) {
   const uint32_t n = e.runs.fetch_add(1, std::memory_order_relaxed);
   return n < kFirst || n % kEvery == 0;
 }
 
 void CostModel::record(const plan::Executable& e, int64_t threads, std::size_t bytes,
-                       double seconds) {
+                       double seconds, double share) {
   if (threads <= 0 || !(seconds > 0)) return;
   std::lock_guard lock(mutex_);
   Entry& entry = entries_[&e];
@@ -30,6 +35,7 @@ void CostModel::record(const plan::Executable& e, int64_t threads, std::size_t b
   c.seconds += w * (seconds - c.seconds);
   c.threads += w * (double(threads) - c.threads);
   c.bytes += w * (double(bytes) - c.bytes);
+  c.share += w * (share - c.share);
 }
 
 std::optional<CostModel::Estimate> CostModel::estimate(const plan::Executable& e,
@@ -42,9 +48,7 @@ std::optional<CostModel::Estimate> CostModel::estimate(const plan::Executable& e
   auto best = classes.begin();
   for (auto c = classes.begin(); c != classes.end(); ++c)
     if (std::abs(c->first - want) < std::abs(best->first - want)) best = c;
-  const Class& c = best->second;
-  return Estimate{c.seconds / c.threads, c.bytes / c.seconds, int64_t(std::llround(c.threads)),
-                  c.samples};
+  return of(best->second);
 }
 
 std::optional<CostModel::Estimate> CostModel::measured(const plan::Executable& e,
@@ -54,9 +58,7 @@ std::optional<CostModel::Estimate> CostModel::measured(const plan::Executable& e
   if (it == entries_.end()) return std::nullopt;
   auto c = it->second.classes.find(size_class(threads));
   if (c == it->second.classes.end()) return std::nullopt;
-  const Class& k = c->second;
-  return Estimate{k.seconds / k.threads, k.bytes / k.seconds, int64_t(std::llround(k.threads)),
-                  k.samples};
+  return of(c->second);
 }
 
 std::optional<double> CostModel::best_bandwidth(std::size_t min_bytes) const {
@@ -85,6 +87,26 @@ std::vector<KernelCost> CostModel::report() const {
     return std::tie(a.kernel, a.threads) < std::tie(b.kernel, b.threads);
   });
   return out;
+}
+
+void ShareClock::advance(Time now) {
+  if (running_ > 0 && now > last_)
+    reading_ += std::chrono::duration<double>(now - last_).count() / running_;
+  if (now > last_) last_ = now;
+}
+
+double ShareClock::enter(Time now) {
+  std::lock_guard lock(mutex_);
+  advance(now);
+  ++running_;
+  return reading_;
+}
+
+double ShareClock::leave(double entered, Time now) {
+  std::lock_guard lock(mutex_);
+  advance(now);
+  --running_;
+  return reading_ - entered;
 }
 
 }  // namespace gridspan::runtime

@@ -1,10 +1,12 @@
 // What kernels cost, measured (the DAHL post: measure, do not assume). The worker times a
-// sample of the Execute tasks it runs (cpu devices: the run's wall time; GPUs: timing events
-// around the work's operations) and records them here, per executable and size class (the
-// superblock's threads, in powers of two). A task's time is not linear in its size (caches),
-// so each class keeps its own figure and an estimate uses the nearest class measured.
+// sample of the Execute tasks it runs (cpu devices: the run's wall time and its share of the
+// device, ShareClock; GPUs: timing events around the work's operations) and records them here, per
+// executable and size class (the superblock's threads, in powers of two). A task's time is not
+// linear in its size (caches), so each class keeps its own figure and an estimate uses the nearest
+// class measured.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -27,14 +29,17 @@ class CostModel {
   static bool should_time(const plan::Executable& e);
 
   /// A timed run of `threads` threads (a batch: all of its superblocks') whose chunks hold
-  /// `bytes`. Any thread.
-  void record(const plan::Executable& e, int64_t threads, std::size_t bytes, double seconds);
+  /// `bytes`: its wall time, and its share of the device's time (the same where it ran
+  /// alone; see ShareClock). Any thread.
+  void record(const plan::Executable& e, int64_t threads, std::size_t bytes, double seconds,
+              double share);
 
   struct Estimate {
     double seconds_per_thread = 0;  // in the nearest size class measured
     double bytes_per_second = 0;    // the chunks' bytes over the time, in that class
     int64_t threads = 0;            // that class's mean threads per task
     int samples = 0;                // runs timed in that class
+    double share_per_thread = 0;    // what a thread cost its device (ShareClock)
   };
   /// The estimate for a task of `threads` threads of `e`; none before a run was timed.
   std::optional<Estimate> estimate(const plan::Executable& e, int64_t threads) const;
@@ -51,14 +56,35 @@ class CostModel {
  private:
   struct Class {  // running means, the newest sample weighing at least 1/kEvery
     int samples = 0;
-    double seconds = 0, threads = 0, bytes = 0;
+    double seconds = 0, threads = 0, bytes = 0, share = 0;
   };
+  static Estimate of(const Class& c);
   struct Entry {
     std::string name;
     std::map<int, Class> classes;  // by floor(log2(threads))
   };
   mutable std::mutex mutex_;
   std::map<const plan::Executable*, Entry> entries_;
+};
+
+/// The time a synchronous device gives each of its tasks. Tasks that run together on a
+/// device share its threads, so each is charged, moment by moment, the time over the tasks
+/// running then (processor sharing); a device's charges add up to its busy time, whether
+/// its tasks ran one after another (tasks that use one chunk keep their order) or together.
+class ShareClock {
+ public:
+  using Time = std::chrono::steady_clock::time_point;
+  /// A task starts at `now`; returns the clock's reading, for leave.
+  double enter(Time now);
+  /// The task that entered at reading `entered` ends at `now`; returns its charge in seconds.
+  double leave(double entered, Time now);
+
+ private:
+  void advance(Time now);  // under the mutex
+  std::mutex mutex_;
+  double reading_ = 0;  // seconds a task running throughout would have been charged
+  int running_ = 0;
+  Time last_{};
 };
 
 }  // namespace gridspan::runtime

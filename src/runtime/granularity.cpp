@@ -709,7 +709,7 @@ int64_t Granularity::finer_step(Trial& t, const std::optional<CostModel::Estimat
     return t.factor;
   }
   t.launches = 0;
-  if (half->seconds_per_thread <= now->seconds_per_thread * (1 - kFinerGain))
+  if (half->share_per_thread <= now->share_per_thread * (1 - kFinerGain))
     t.factor *= 2;
   else
     t.settled = true;
@@ -727,13 +727,6 @@ int64_t Granularity::finer(const plan::LaunchSpec& spec, const std::vector<int64
   const CostModel& costs = driver_.costs();
   auto now = costs.measured(*spec.executable, per);
   auto half = costs.measured(*spec.executable, per / 2);
-  // A device runs up to its executors' count of superblocks at once, each spread over its
-  // threads: what a thread of the launch costs the device is a task's time over those run
-  // together.
-  const int64_t executors = driver_.backend().devices().front()->executors();
-  const int64_t each = std::max<int64_t>(1, int64_t(count) * t.factor / driver_.device_count());
-  if (now) now->seconds_per_thread /= double(std::min(each, executors));
-  if (half) half->seconds_per_thread /= double(std::min(2 * each, executors));
   const bool halving_ok =
       per / 2 >= spec.block.volume() && now &&
       now->seconds_per_thread * double(per / 2) >= kOverheads * baseline_.task_overhead;
@@ -741,10 +734,10 @@ int64_t Granularity::finer(const plan::LaunchSpec& spec, const std::vector<int64
   const int64_t f = finer_step(t, now, half, halving_ok);
   if (t.factor != before.factor || t.settled)
     report(fmt::format(
-        "automatic work for `{}` over threads {}: tasks of {} threads ran {:.3f} ns a thread{}; {}",
-        spec.executable->name(), spec.threads.str(), per, now->seconds_per_thread * 1e9,
-        half ? fmt::format(", of {} threads {:.3f} ns", per / 2, half->seconds_per_thread * 1e9)
-             : "",
+        "automatic work for `{}` over threads {}: tasks of {} threads cost their device {:.3f} "
+        "ns a thread{}; {}",
+        spec.executable->name(), spec.threads.str(), per, now->share_per_thread * 1e9,
+        half ? fmt::format(", of {} threads {:.3f} ns", per / 2, half->share_per_thread * 1e9) : "",
         t.settled ? fmt::format("superblocks cut in {} (settled)", t.factor)
                   : fmt::format("superblocks cut in {}, trying {}", t.factor, t.factor * 2)));
   return f;

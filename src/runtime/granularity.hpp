@@ -89,9 +89,9 @@ class Granularity {
     bool settled = false;
     int launches = 0;  // launches at the size being tried
   };
-  /// The factor to cut by now, from the time a thread measured at tasks of the current size
-  /// (`now`) and of half of it (`half`); `halving_ok`: tasks half as large would still be long
-  /// enough. Advances `t`.
+  /// The factor to cut by now, from what a thread cost its device (share_per_thread) at
+  /// tasks of the current size (`now`) and of half of it (`half`); `halving_ok`: tasks half as
+  /// large would still be long enough. Advances `t`.
   static int64_t finer_step(Trial& t, const std::optional<CostModel::Estimate>& now,
                             const std::optional<CostModel::Estimate>& half, bool halving_ok);
 

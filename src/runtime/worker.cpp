@@ -131,6 +131,7 @@ Worker::Worker(std::vector<backend::Device*> devices, MemoryManager& memory,
   for (std::size_t d = 0; d < devices_.size(); ++d)
     if (staging_bytes == 0)
       staging_limit_[d] = std::max(std::size_t(256) << 20, devices_[d]->memory_capacity() / 4);
+  shares_ = std::make_unique<ShareClock[]>(devices_.size());
   scheduler_ = std::thread([this] {
     name_this_thread("gs-scheduler");
     scheduler_loop();
@@ -1027,25 +1028,40 @@ void Worker::run_task(Node* node) {
 
 void Worker::run_sampled(Node* node) {
   const auto* e = costs_ ? std::get_if<plan::Execute>(&node->task.payload) : nullptr;
-  if (!e || !CostModel::should_time(*e->executable)) return run_payload(node);
-  run_timed(*e->executable, e->blocks.volume() * e->block.volume(), node->staged_bytes,
-            node->task.device, [&] { run_payload(node); });
+  if (!e) return run_payload(node);
+  run_measured(*e->executable, e->blocks.volume() * e->block.volume(), node->staged_bytes,
+               node->task.device, [&] { run_payload(node); });
 }
 
-// A GPU times the work's operations with its events and reports after they end; a
-// synchronous device's work has ended when `run` returns. A run that throws is not recorded.
-void Worker::run_timed(const plan::Executable& e, int64_t threads, std::size_t bytes, int dev,
-                       const std::function<void()>& run) {
+// A GPU times a sampled run's operations with its events and reports after they end. On a
+// synchronous device every run counts on the device's share clock, and a sampled one is
+// recorded with its wall time and its share when `run` returns; a run that throws is not.
+void Worker::run_measured(const plan::Executable& e, int64_t threads, std::size_t bytes, int dev,
+                          const std::function<void()>& run) {
   CostModel* costs = costs_;
+  const bool timed = CostModel::should_time(e);
   backend::Device& d = *devices_[dev];
   if (d.asynchronous()) {
-    d.time_work([costs, &e, threads, bytes](double s) { costs->record(e, threads, bytes, s); });
+    if (timed)
+      d.time_work(
+          [costs, &e, threads, bytes](double s) { costs->record(e, threads, bytes, s, s); });
     return run();
   }
+  struct Running {  // leaves the clock also when `run` throws
+    ShareClock& clock;
+    double entered = clock.enter(std::chrono::steady_clock::now());
+    bool left = false;
+    double leave(ShareClock::Time end) { return left = true, clock.leave(entered, end); }
+    ~Running() {
+      if (!left) clock.leave(entered, std::chrono::steady_clock::now());
+    }
+  } running{shares_[dev]};
   const auto start = std::chrono::steady_clock::now();
   run();
-  costs->record(e, threads, bytes,
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  const auto end = std::chrono::steady_clock::now();
+  const double share = running.leave(end);
+  if (timed)
+    costs->record(e, threads, bytes, std::chrono::duration<double>(end - start).count(), share);
 }
 
 // The memory of a chunk the node's task has staged: kept in its uses by the staging (a task
@@ -1082,14 +1098,14 @@ void Worker::run_batch(const std::vector<Node*>& nodes) {
                                       data->data() + (*at)[k], d, devices_[d]});
   const auto& first = std::get<plan::Execute>(nodes[0]->task.payload);
   auto run = [&] { first.executable->run_batch(frames->data(), n); };
-  if (costs_ && CostModel::should_time(*first.executable)) {
+  if (costs_) {
     int64_t threads = 0;
     std::size_t bytes = 0;
     for (std::size_t k = 0; k < n; ++k) {
       threads += (*frames)[k].exec.blocks.volume() * first.block.volume();
       bytes += nodes[k]->staged_bytes;
     }
-    run_timed(*first.executable, threads, bytes, d, run);
+    run_measured(*first.executable, threads, bytes, d, run);
   } else {
     run();
   }

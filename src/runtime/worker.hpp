@@ -13,6 +13,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -167,11 +168,12 @@ class Worker {
   void complete_all(Node* const* nodes, std::size_t n, const std::exception_ptr& error, int dev);
   void relaunch(Node* node);  // runs a staged task's work on its device again
   void ran_on_device(Node* node, int dev, std::exception_ptr error);
-  // Runs a task's work, timing it into the cost model when it is a sampled Execute.
+  // Runs a task's work, timing it into the cost model when it is a sampled Execute (a GPU
+  // with its events, after the work ends; a synchronous device by the clock, with the
+  // task's share of the device from its ShareClock).
   void run_sampled(Node* node);
-  // Runs `run` for a sampled run of `e` on `dev` and records its time.
-  void run_timed(const plan::Executable& e, int64_t threads, std::size_t bytes, int dev,
-                 const std::function<void()>& run);
+  void run_measured(const plan::Executable& e, int64_t threads, std::size_t bytes, int dev,
+                    const std::function<void()>& run);
   TransferHooks& hooks(const plan::Task& task) const;  // throws when none are connected
   Node& pending(plan::TaskId id);                      // under the lock
   bool ordered_on_device(const Node& dep, const Node& succ) const;
@@ -264,6 +266,7 @@ class Worker {
   std::thread scheduler_;
   Observer* observer_ = nullptr;
   CostModel* costs_ = nullptr;
+  std::unique_ptr<ShareClock[]> shares_;  // per device, for synchronous ones
 };
 
 }  // namespace gridspan::runtime

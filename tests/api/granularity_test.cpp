@@ -4,6 +4,7 @@
 // distributions.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
@@ -423,7 +424,7 @@ TEST(Granularity, CacheEffectsCutSuperblocksFinerWhileItPays) {
   using G = runtime::Granularity;
   auto at = [](double ns, int samples) {
     return std::optional<runtime::CostModel::Estimate>(
-        runtime::CostModel::Estimate{ns * 1e-9, 0, 0, samples});
+        runtime::CostModel::Estimate{ns * 1e-9, 0, 0, samples, ns * 1e-9});
   };
   const std::optional<runtime::CostModel::Estimate> none;
   G::Trial t;
@@ -456,6 +457,32 @@ TEST(Granularity, CacheEffectsCutSuperblocksFinerWhileItPays) {
   }
   EXPECT_EQ(G::finer_step(faster, at(1, 9), at(0.1, 9), true), G::kMostFiner);
   EXPECT_TRUE(faster.settled);
+}
+
+// A device's tasks are charged its time: alone, their wall time; together, the time over
+// those running at each moment; the charges add up to the device's busy time.
+TEST(Granularity, TasksThatRunTogetherShareTheirDevicesTime) {
+  using ms = std::chrono::milliseconds;
+  runtime::ShareClock clock;
+  const runtime::ShareClock::Time t0{};
+  const double a = clock.enter(t0 + ms(1000));
+  EXPECT_NEAR(clock.leave(a, t0 + ms(1004)), 0.004, 1e-12);  // alone for 4 ms
+  // b runs 10 ms; c joins it for 6 ms of them, then d joins for the last 2 of those.
+  const double b = clock.enter(t0 + ms(2000));
+  const double c = clock.enter(t0 + ms(2002));
+  const double d = clock.enter(t0 + ms(2006));
+  const double charged_c = clock.leave(c, t0 + ms(2008));
+  const double charged_d = clock.leave(d, t0 + ms(2009));
+  const double charged_b = clock.leave(b, t0 + ms(2010));
+  EXPECT_NEAR(charged_c, 0.004 / 2 + 0.002 / 3, 1e-12);
+  EXPECT_NEAR(charged_d, 0.002 / 3 + 0.001 / 2, 1e-12);
+  EXPECT_NEAR(charged_b, 0.002 + 0.004 / 2 + 0.002 / 3 + 0.001 / 2 + 0.001, 1e-12);
+  EXPECT_NEAR(charged_b + charged_c + charged_d, 0.010, 1e-12);  // the device's busy time
+  // One after another, each is charged its own time.
+  const double e = clock.enter(t0 + ms(3000));
+  EXPECT_NEAR(clock.leave(e, t0 + ms(3003)), 0.003, 1e-12);
+  const double f = clock.enter(t0 + ms(3003));
+  EXPECT_NEAR(clock.leave(f, t0 + ms(3008)), 0.005, 1e-12);
 }
 
 // On a cpu device of several threads, a kernel launched again and again goes through the

@@ -60,6 +60,7 @@ class KernelDef {
   int max_threads_ = 0, min_blocks_ = 0;
 };
 
+class Kernel;
 namespace detail {
 template <class V>
 struct view_traits;
@@ -76,6 +77,11 @@ struct NativeContext {
   void* stream = nullptr;
   /// The superblock's threads, clipped to the launch's thread domain.
   Rect threads(const Dim& domain) const;
+  /// `def` compiled for this task's device, to launch inline over the task's views: once
+  /// per process and backend (kept by its source, rules and macros), so the same code works
+  /// on every rank under mpirun, where the program's own gs::Kernels exist only on rank 0.
+  /// Throws gs::Error outside a task, CompileError or AnnotationError as Context::compile.
+  Kernel kernel(const KernelDef& def) const;
   /// The array `view` belongs to, as a gs::Array of its whole shape for the array library
   /// inside this task: elementwise expressions over such arrays and scalars run inline,
   /// computed where they are assigned into one of them (`out.assign(expr)`, `out += x`):
