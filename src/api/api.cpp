@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/jit.hpp"
 #include "core/log.hpp"
 #include "core/scratch.hpp"
 #include "gridspan/api/context.hpp"
@@ -258,6 +259,43 @@ Rect NativeContext::threads(const Dim& domain) const {
   return r;
 }
 
+namespace detail {
+Kernel compile_in_task(backend::Backend& backend, const KernelDef& def);
+}  // namespace detail
+
+namespace {
+// A key for `def`: its source, function, rules, macros and bounds, each with its length.
+std::string inline_key(const KernelDef& def) {
+  backend::jit::Hasher hash;
+  auto field = [&](std::string_view s) {
+    hash.add(std::to_string(s.size()));
+    hash.add(s);
+  };
+  field(def.source());
+  field(def.function());
+  field(def.file());
+  for (const std::string& a : def.annotations()) field(a);
+  for (const auto& [name, value] : def.defines()) field(fmt::format("{}={}", name, value));
+  field(fmt::format("{} {} {}", def.is_checked(), def.max_threads(), def.min_blocks()));
+  return "gridspan.inline." + hash.hex();
+}
+}  // namespace
+
+Kernel NativeContext::kernel(const KernelDef& def) const {
+  const runtime::NativeScope scope = runtime::native_scope();
+  if (!scope.frame)
+    throw Error(fmt::format(
+        "NativeContext::kernel(`{}`) works only inside a native function's task; in the "
+        "program, compile the KernelDef with Context::compile",
+        def.function()));
+  backend::Backend* backend = scope.frame->dev->owner();
+  if (!backend) throw Error("internal error: a task's device without its backend");
+  auto kept = backend->kept(inline_key(def), [&] {
+    return std::make_shared<Kernel>(detail::compile_in_task(*backend, def));
+  });
+  return *std::static_pointer_cast<Kernel>(kept);
+}
+
 namespace {
 
 annotation::Annotation parse_annotations(const std::string& name,
@@ -429,7 +467,6 @@ Kernel detail::compile_kernel(const std::shared_ptr<runtime::Driver>& driver,
 
 namespace detail {
 // Declared by the array library (array/launch.hpp), which compiles inside native tasks.
-Kernel compile_in_task(backend::Backend& backend, const KernelDef& def);
 Kernel compile_in_task(backend::Backend& backend, const KernelDef& def) {
   return Kernel(kernel_state(backend, def, def.is_checked()));
 }

@@ -259,6 +259,83 @@ TEST(Inline, AViewOutsideATaskIsALaunchError) {
       {"kernel `axpb`", "only inside a native function's task", "pass gs::Arrays"});
 }
 
+// Kernels from their definitions inside the task: each process compiles one once, so the
+// same native function runs on every rank under mpirun. The chain t = a x + y, out = 2 t + x.
+gs::KernelDef axpb_def() {
+  return gs::KernelDef::from_source(kAxpb, "axpb")
+      .annotate("global i => write out[i], read x[i], read y[i]");
+}
+gs::NativeDef two_steps_by_def() {
+  auto def = gs::NativeDef::from_function(
+      "two_steps_by_def",
+      [](const gs::NativeContext& c, int n, float a, gs::Vector<float> t, gs::Vector<float> out,
+         gs::Vector<const float> x, gs::Vector<const float> y) {
+        static const gs::KernelDef axpb = axpb_def();
+        gs::Kernel k = c.kernel(axpb);
+        k.launch({n}, {32}, gs::work::automatic(), n, a, t, x, y);
+        k.launch({n}, {32}, gs::work::automatic(), n, 2.0f, out, t, x);
+      },
+      {"n", "a", "t", "out", "x", "y"});
+  def.annotate("global i => write t[i], write out[i], read x[i], read y[i]");
+  return def;
+}
+const bool two_steps_registered = gs::register_native(two_steps_by_def());
+
+TEST(Inline, KernelsFromTheirDefinitionsRunInsideTasksOnEveryRank) {
+  ASSERT_TRUE(two_steps_registered);
+  auto g = rng(79);
+  for (int devices : {1, 2}) {
+    gs::Context ctx(config(devices));
+    auto chain = ctx.compile(two_steps_by_def());
+    for (int per_task : {96, 320}) {
+      const int n = 1000 + static_cast<int>(g() % 900);
+      const float a = 0.25f;
+      auto xs = dyadic(n, g), ys = dyadic(n, g);
+      auto x = ctx.from_vector<float>(xs, {n}, gs::dist::rows(per_task));
+      auto y = ctx.from_vector<float>(ys, {n}, gs::dist::rows(per_task));
+      auto t = ctx.full<float>({n}, poison<float>(), gs::dist::rows(per_task));
+      auto out = ctx.full<float>({n}, poison<float>(), gs::dist::rows(per_task));
+      chain.launch({n}, {32}, gs::work::like(out), n, a, t, out, x, y);
+      auto rt = t.to_vector(), ro = out.to_vector();
+      for (int i = 0; i < n; ++i) {
+        const float ti = a * xs[i] + ys[i];
+        ASSERT_EQ(rt[i], ti) << i << ", " << devices << " devices, seed " << base_seed();
+        ASSERT_EQ(ro[i], 2.0f * ti + xs[i]) << i << ", " << devices << " devices";
+      }
+    }
+  }
+}
+
+// Outside a task there is no device to compile for; a definition the compiler rejects fails
+// the task with the compiler's error, and the context goes on.
+gs::NativeDef bad_rules() {
+  auto def = gs::NativeDef::from_function(
+      "bad_rules",
+      [](const gs::NativeContext& c, int n, gs::Vector<float> out) {
+        auto k = c.kernel(
+            gs::KernelDef::from_source(kAxpb, "axpb").annotate("global i => write nothing[i]"));
+        k.launch({n}, {32}, gs::work::automatic(), n, 1.0f, out, out, out);
+      },
+      {"n", "out"});
+  def.annotate("global i => write out[i]");
+  return def;
+}
+const bool bad_rules_registered = gs::register_native(bad_rules());
+
+TEST(Inline, AKernelFromItsDefinitionOutsideATaskOrBadIsAClearError) {
+  expect_error<gs::Error>([] { gs::NativeContext{}.kernel(axpb_def()); },
+                          {"NativeContext::kernel(`axpb`)", "only inside a native function's task",
+                           "Context::compile"});
+  ASSERT_TRUE(bad_rules_registered);
+  gs::Context ctx(config(2));
+  auto bad = ctx.compile(bad_rules());
+  auto out = ctx.full<float>({256}, poison<float>(), gs::dist::rows(64));
+  bad.launch({256}, {32}, gs::work::like(out), 256, out);
+  expect_error<gs::Error>([&] { out.to_vector(); }, {"bad_rules", "nothing"});
+  auto fine = ctx.full<float>({256}, 1.5f, gs::dist::rows(64));
+  EXPECT_EQ(fine.to_vector(), std::vector<float>(256, 1.5f));
+}
+
 }  // namespace
 // ---- the array library inside a task ------------------------------------------------------
 
