@@ -281,6 +281,11 @@ std::string inline_key(const KernelDef& def) {
 }
 }  // namespace
 
+void* NativeContext::stream() const {
+  if (stream_) runtime::inline_stream_taken();
+  return stream_;
+}
+
 Kernel NativeContext::kernel(const KernelDef& def) const {
   const runtime::NativeScope scope = runtime::native_scope();
   if (!scope.frame)
@@ -319,7 +324,7 @@ std::shared_ptr<const runtime::NativeExecutable> make_native(const NativeDef& de
   auto body = [invoke](const plan::ExecFrame& frame, const GsArrayArg* arrays,
                        const void* const* scalars) {
     const plan::Execute& ex = frame.exec;
-    NativeContext ctx{frame.device, ex.blocks, ex.block, ex.grid, frame.dev->stream()};
+    NativeContext ctx(frame.device, ex.blocks, ex.block, ex.grid, frame.dev->stream());
     invoke(ctx, arrays, scalars);
   };
   return std::make_shared<runtime::NativeExecutable>(def.name(), def.params(), std::move(body));

@@ -391,11 +391,15 @@ void NativeExecutable::run(const plan::ExecFrame& frame) const {
     Running running(this, frame);
     body_(frame, args.arrays, args.scalars);
   } catch (...) {
-    std::rethrow_exception(
-        error_in(std::current_exception(),
-                 fmt::format("native function `{}` failed on {} in the superblock of blocks {}",
-                             name_, frame.dev->name(), frame.exec.blocks.str())));
+    rethrow_failed(frame);
   }
+}
+
+void NativeExecutable::rethrow_failed(const plan::ExecFrame& frame) const {
+  std::rethrow_exception(
+      error_in(std::current_exception(),
+               fmt::format("native function `{}` failed on {} in the superblock of blocks {}",
+                           name_, frame.dev->name(), frame.exec.blocks.str())));
 }
 
 namespace {

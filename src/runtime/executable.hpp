@@ -52,6 +52,12 @@ class NativeExecutable : public plan::Executable {
   const std::string& name() const override { return name_; }
   const std::vector<ParamInfo>& params() const { return params_; }
   void run(const plan::ExecFrame& frame) const override;
+  /// Runs the bodies one after another; on an asynchronous device their inline launches
+  /// are gathered and queued together afterwards (inline.cpp, InlineBatch).
+  void run_batch(const plan::ExecFrame* frames, std::size_t n) const override;
+  /// Rethrows the exception being handled, naming this function, `frame`'s device and
+  /// superblock.
+  [[noreturn]] void rethrow_failed(const plan::ExecFrame& frame) const;
 
  private:
   std::string name_;
@@ -85,6 +91,12 @@ struct InlineLaunch {
 /// its grid whose first threads lie in the task's own threads. Throws gs::Error when a view
 /// is not one of the task's or an access does not lie in what the task holds.
 void run_inline(const InlineLaunch& launch);
+/// The native function this thread runs takes its stream (to queue GPU work of its own):
+/// its inline launches gathered so far in a batch are queued now, and later ones at once,
+/// so that the stream keeps the body's order.
+void inline_stream_taken();
+/// Inline launches that ran together with others of their batch's tasks, in this process.
+uint64_t inline_launches_together();
 /// While one lives, inline launches on this thread run `blocks` of their grid instead of
 /// the task's share (the array library's expressions inside a task: the blocks of the
 /// elements the task writes, worked out by the library).

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "e2e/support.hpp"
+#include "runtime/executable.hpp"
 #include "support/errors.hpp"
 
 namespace gridspan::test {
@@ -89,6 +90,65 @@ TEST(Inline, AChainOfKernelsRunsInsideEachTask) {
         ASSERT_EQ(ro[i], 2.0f * ti + xs[i]) << i << ", inner block " << inner_block;
       }
     }
+  }
+}
+
+// The native tasks of one device that run as one batch (small superblocks on an
+// asynchronous device: a GPU, or cpu devices behaving as GPUs) gather their inline launches
+// and queue the r-th launch of every task together. Each task's chain of dependent steps
+// keeps its order; a nested native launch, which runs at once, first queues what its task
+// gathered, so it reads the step before it, and the task's later steps follow it.
+TEST(Inline, TheInlineLaunchesOfABatchOfTasksRunTogetherInOrder) {
+  auto g = rng(74);
+  gs::Config c = config(1);
+  c.cpu_async = true;  // the cpu backend's devices batch as GPUs do
+  gs::Context ctx(c);
+  if (skip_under_mpirun(ctx)) GTEST_SKIP() << "the other ranks lack this program's kernels";
+  Kernels k(ctx);
+  auto twice =
+      ctx.compile(gs::NativeDef::from_function(
+                      "twice_plus",
+                      [&](const gs::NativeContext&, int n, gs::Vector<float> out,
+                          gs::Vector<const float> t, gs::Vector<const float> x) {
+                        k.axpb.launch({n}, {32}, gs::work::automatic(), n, 2.0f, out, t, x);
+                      },
+                      {"n", "out", "t", "x"})
+                      .annotate("global i => write out[i], read t[i], read x[i]"));
+  constexpr int kSteps = 5;
+  auto steps = ctx.compile(
+      gs::NativeDef::from_function(
+          "batched_steps",
+          [&](const gs::NativeContext&, int n, int nest, float a, gs::Vector<float> t,
+              gs::Vector<float> out, gs::Vector<const float> x, gs::Vector<const float> y) {
+            k.axpb.launch({n}, {32}, gs::work::automatic(), n, a, t, x, y);  // t = a x + y
+            for (int s = 1; s < kSteps; ++s)
+              k.axpb.launch({n}, {32}, gs::work::automatic(), n, 1.0f, t, t, x);  // t += x
+            if (nest)
+              twice.launch({n}, {32}, gs::work::automatic(), n, out, t, x);
+            else
+              k.axpb.launch({n}, {32}, gs::work::automatic(), n, 2.0f, out, t, x);
+            k.axpb.launch({n}, {32}, gs::work::automatic(), n, 1.0f, t, t, x);
+          },
+          {"n", "nest", "a", "t", "out", "x", "y"})
+          .annotate("global i => write t[i], write out[i], read x[i], read y[i]"));
+  for (int nest : {0, 1}) {
+    const int n = 1000 + static_cast<int>(g() % 900);
+    const float a = 0.75f;
+    auto xs = dyadic(n, g), ys = dyadic(n, g);
+    auto x = ctx.from_vector<float>(xs, {n}, gs::dist::rows(256));
+    auto y = ctx.from_vector<float>(ys, {n}, gs::dist::rows(256));
+    auto t = ctx.full<float>({n}, poison<float>(), gs::dist::rows(256));
+    auto out = ctx.full<float>({n}, poison<float>(), gs::dist::rows(256));
+    const uint64_t before = runtime::inline_launches_together();
+    steps.launch({n}, {32}, gs::work::tiles({256}), n, nest, a, t, out, x, y);
+    auto rt = t.to_vector(), ro = out.to_vector();
+    for (int i = 0; i < n; ++i) {
+      const float last = a * xs[i] + ys[i] + (kSteps - 1) * xs[i];
+      ASSERT_EQ(ro[i], 2.0f * last + xs[i]) << i << ", nest " << nest << ", seed " << base_seed();
+      ASSERT_EQ(rt[i], last + xs[i]) << i << ", nest " << nest << ", seed " << base_seed();
+    }
+    // Without the nested launch every step of the 4 to 8 tasks went with the others'.
+    if (!nest) EXPECT_GE(runtime::inline_launches_together() - before, 2u * (kSteps + 1));
   }
 }
 

@@ -71,10 +71,16 @@ struct NativeContext {
   int device = 0;   // the device (index over all devices)
   Rect blocks;      // the superblock, in blocks
   Dim block, grid;  // block size; blocks of the whole launch
+  NativeContext() = default;
+  NativeContext(int device, const Rect& blocks, const Dim& block, const Dim& grid, void* stream)
+      : device(device), blocks(blocks), block(block), grid(grid), stream_(stream) {}
   /// On the cuda backend the views point to GPU memory and this is the CUstream to queue
   /// GPU work on (the function must not wait for it); null on the cpu backend, where the
-  /// views are host memory and the function does the work itself.
-  void* stream = nullptr;
+  /// views are host memory and the function does the work itself. The inline launches of
+  /// the tasks of one device that run as one batch are queued together after their bodies
+  /// ran; a task that takes its stream has its own queued in order from then on, so work it
+  /// queues itself keeps its place among them.
+  void* stream() const;
   /// The superblock's threads, clipped to the launch's thread domain.
   Rect threads(const Dim& domain) const;
   /// `def` compiled for this task's device, to launch inline over the task's views: once
@@ -93,6 +99,9 @@ struct NativeContext {
     using T = typename detail::view_traits<V>::value_type;
     return Array<T>(detail::task_array(view.data(), dtype_v<T>, detail::view_traits<V>::read_only));
   }
+
+ private:
+  void* stream_ = nullptr;
 };
 
 namespace detail {
