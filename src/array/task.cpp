@@ -198,29 +198,44 @@ bool has_reduction(const ArrayHandle* h) {
   return false;
 }
 
-// Runs `p` over `region` (of its shape) inline: one element a thread, the threads starting
-// at the region's corner.
+// Whether `region` of `shape` starts on the grid of `block` on every axis and ends on it or
+// at the shape's end.
+bool on_blocks(const Rect& region, const Dim& shape, const std::array<int64_t, kMaxRank>& block) {
+  for (int k = 0; k < shape.rank(); ++k)
+    if (region.lo[k] % block[k] != 0 || (region.hi[k] % block[k] != 0 && region.hi[k] != shape[k]))
+      return false;
+  return shape.rank() > 0;
+}
+
+// Runs `p` over `region` (of its shape) inline: one element a thread. A region on the grid
+// of its blocks runs as those blocks of a launch over the whole shape: the same kernel,
+// grid and scalars in every task of a launch, so the tasks of a batch go as one launch
+// (runtime/inline.cpp). Any other region runs with its corner as parameters (`origin`).
 void run_over(const runtime::NativeScope& scope, Program& p, const Rect& region) {
   const int rank = p.shape.rank();
-  p.looped = false;
-  p.unrolled = 0;
-  p.origin = true;
-  const Kernel& kernel = task_kernel(scope, p);
   Dim extent = Dim::of_rank(rank, 1), end = Dim::of_rank(rank, 1);
   for (int k = 0; k < rank; ++k) extent[k] = region.hi[k] - region.lo[k], end[k] = region.hi[k];
   const std::array<int64_t, kMaxRank> block = choose_block(extent, {0, 0, 0});
+  p.looped = false;
+  p.unrolled = 0;
+  p.origin = !on_blocks(region, p.shape, block);
+  const Kernel& kernel = task_kernel(scope, p);
+  const Dim space = p.origin ? extent : p.shape;  // the launch's threads, array axes
   Arguments args;
-  args.shape(end);
+  args.shape(p.origin ? end : p.shape);
   args.view(p.target.access);
   for (const Leaf& l : p.leaves) args.view(l);
   for (const Scalar& s : p.scalars) args.scalar(s);
-  for (int k = 0; k < rank; ++k) args.integer(region.lo[k]);
-  const Dim threads =
-      rank ? thread_dim(extent, {extent.get(0), extent.get(1), extent.get(2)}) : Dim{1};
-  const Dim tblock = rank ? thread_dim(extent, block) : Dim{1};
+  for (int k = 0; p.origin && k < rank; ++k) args.integer(region.lo[k]);
+  const Dim threads = rank ? thread_dim(space, {space.get(0), space.get(1), space.get(2)}) : Dim{1};
+  const Dim tblock = rank ? thread_dim(space, block) : Dim{1};
   const Dim grid = grid_of(threads, tblock);
-  runtime::InlineBlocks whole(
-      Rect(grid.rank(), {0, 0, 0}, {grid.get(0), grid.get(1), grid.get(2)}));
+  Rect blocks(grid.rank(), {0, 0, 0}, {grid.get(0), grid.get(1), grid.get(2)});
+  for (int k = 0; !p.origin && k < rank; ++k) {  // array axis k is thread axis rank-1-k
+    blocks.lo[rank - 1 - k] = region.lo[k] / block[k];
+    blocks.hi[rank - 1 - k] = (region.hi[k] + block[k] - 1) / block[k];
+  }
+  runtime::InlineBlocks mine(blocks);
   kernel.launch_packed(threads, tblock, work::automatic(), args.list());
 }
 

@@ -150,6 +150,27 @@ TEST(Inline, TheInlineLaunchesOfABatchOfTasksRunTogetherInOrder) {
     // Without the nested launch every step of the 4 to 8 tasks went with the others'.
     if (!nest) EXPECT_GE(runtime::inline_launches_together() - before, 2u * (kSteps + 1));
   }
+  // The array library's steps over chunks on the grid of their blocks go together too.
+  auto array_steps =
+      ctx.compile(gs::NativeDef::from_function("batched_array_steps",
+                                               [](const gs::NativeContext& c, gs::Vector<float> t,
+                                                  gs::Vector<const float> x) {
+                                                 auto ta = c.array(t), xa = c.array(x);
+                                                 ta.assign(xa * 0.5f);
+                                                 for (int s = 1; s < kSteps; ++s) ta += xa;
+                                               },
+                                               {"t", "x"})
+                      .annotate("global i => write t[i], read x[i]"));
+  const int n = 1000 + static_cast<int>(g() % 900);
+  auto xs = dyadic(n, g);
+  auto x = ctx.from_vector<float>(xs, {n}, gs::dist::rows(256));
+  auto t = ctx.full<float>({n}, poison<float>(), gs::dist::rows(256));
+  const uint64_t before = runtime::inline_launches_together();
+  array_steps.launch({n}, {32}, gs::work::tiles({256}), t, x);
+  auto rt = t.to_vector();
+  for (int i = 0; i < n; ++i)
+    ASSERT_EQ(rt[i], 0.5f * xs[i] + (kSteps - 1) * xs[i]) << i << ", seed " << base_seed();
+  EXPECT_GE(runtime::inline_launches_together() - before, 2u * kSteps);
 }
 
 // One function, two contexts: launched from the program it covers whole arrays in tasks;
