@@ -67,11 +67,12 @@ def svg(bench, lines):
     return "\n".join(out) + "\n"
 
 
-def legend_entry(out, i, label, colour, width=W):
-    """The i-th line of the legend right of the plot of `width`."""
+def legend_entry(out, i, label, colour, width=W, dash=None):
+    """The i-th line of the legend right of the plot of `width` (a dashed sample with `dash`)."""
     ly = TOP + 20 * i + 10
+    dashed = f' stroke-dasharray="{dash}"' if dash else ""
     out.append(f'<line x1="{width - RIGHT + 10}" x2="{width - RIGHT + 30}" y1="{ly}" y2="{ly}" '
-               f'stroke="{colour}" stroke-width="2"/>')
+               f'stroke="{colour}" stroke-width="2"{dashed}/>')
     out.append(f'<text x="{width - RIGHT + 35}" y="{ly + 4}">{label}</text>')
 
 

@@ -460,7 +460,8 @@ std::vector<int> parse_ints(const std::string& text) {
 // One benchmark at one size on `gpus` devices with hand-chosen chunks and superblocks per
 // device (each of `per_gpu`), Dask's rule (chunks of 128 MiB of the largest array), Legate's
 // (a piece per device only above 2^20 elements a piece) and gridspan's own choice: the
-// best of `runs` timed runs each, the results checked against the first variant's.
+// best of `runs` timed runs each (of every round's, with --rounds), the results checked against
+// the first variant's.
 struct Variant {
   std::string label;
   int devices;
@@ -485,8 +486,37 @@ std::vector<Variant> sweep_variants(const Spec& spec, int gpus, const std::vecto
   return out;
 }
 
+// What one variant gave over every round: its runs' times, its first output, or its error.
+struct Outcome {
+  std::vector<double> runs;
+  std::vector<unsigned char> output;
+  std::string error;
+};
+
+// Every variant `rounds` times, interleaved (round r starts at variant r), so that a drift of
+// the machine's speed over the sweep falls on every variant alike.
+std::vector<Outcome> run_variants(const Spec& spec, const std::string& backend,
+                                  const std::vector<Variant>& variants, std::size_t memory,
+                                  int runs, int rounds) {
+  std::vector<Outcome> out(variants.size());
+  for (int r = 0; r < rounds; ++r)
+    for (std::size_t i = 0; i < variants.size(); ++i) {
+      const std::size_t k = (i + std::size_t(r)) % variants.size();
+      const Variant& v = variants[k];
+      if (!out[k].error.empty()) continue;
+      try {
+        Timing t = run_gridspan(spec, backend, v.devices, memory, runs, v.per_gpu);
+        out[k].runs.insert(out[k].runs.end(), t.runs.begin(), t.runs.end());
+        if (out[k].output.empty()) out[k].output = std::move(t.output);
+      } catch (const std::exception& e) {  // a hand choice whose chunks do not fit
+        out[k].error = e.what();
+      }
+    }
+  return out;
+}
+
 nlohmann::json sweep_one(const Spec& spec, const std::string& backend, int gpus, int runs,
-                         const std::vector<int>& per_gpu, bool ooc) {
+                         int rounds, const std::vector<int>& per_gpu, bool ooc) {
   if (ooc && !spec.no_out_of_core.empty()) {
     fmt::print("sweep {:<12} {:<22} out of core: n/a ({})\n", spec.name, spec.size_label,
                spec.no_out_of_core);
@@ -494,28 +524,30 @@ nlohmann::json sweep_one(const Spec& spec, const std::string& backend, int gpus,
   }
   // Out of core: each device holds half of the data.
   const std::size_t memory = ooc ? spec.bytes() / 2 / std::size_t(gpus) : 0;
+  const std::vector<Variant> variants = sweep_variants(spec, gpus, per_gpu);
+  const std::vector<Outcome> outcomes = run_variants(spec, backend, variants, memory, runs, rounds);
   nlohmann::json rows = nlohmann::json::array();
-  std::vector<unsigned char> first;
-  for (const Variant& v : sweep_variants(spec, gpus, per_gpu)) {
+  const std::vector<unsigned char>* first = nullptr;
+  for (std::size_t k = 0; k < variants.size(); ++k) {
+    const Variant& v = variants[k];
+    const Outcome& o = outcomes[k];
     nlohmann::json row = {{"bench", spec.name},   {"size", spec.size_label}, {"variant", v.label},
-                          {"per_gpu", v.per_gpu}, {"device_memory", memory}, {"gpus", v.devices}};
-    Timing t;
-    try {
-      t = run_gridspan(spec, backend, v.devices, memory, runs, v.per_gpu);
-    } catch (const std::exception& e) {  // a hand choice whose chunks do not fit
+                          {"per_gpu", v.per_gpu}, {"device_memory", memory}, {"gpus", v.devices},
+                          {"rounds", rounds}};
+    if (!o.error.empty()) {
       fmt::print("sweep {:<12} {:<22} {:>14} failed: {}\n", spec.name, spec.size_label, v.label,
-                 e.what());
-      row["error"] = e.what();
+                 o.error);
+      row["error"] = o.error;
       rows.push_back(row);
       continue;
     }
-    const double best = *std::min_element(t.runs.begin(), t.runs.end());
-    if (first.empty()) first = t.output;
-    const std::string check = compare(spec, t.output, first);
+    const double best = *std::min_element(o.runs.begin(), o.runs.end());
+    if (!first) first = &o.output;
+    const std::string check = compare(spec, o.output, *first);
     fmt::print("sweep {:<12} {:<22} {:>14} {:>10.5f} s {:>12.4g} {}  {}\n", spec.name,
                spec.size_label, v.label, best, spec.items / best, spec.unit, check);
     row.update({{"best_s", best},
-                {"runs_s", t.runs},
+                {"runs_s", o.runs},
                 {"throughput", spec.items / best},
                 {"check", check}});
     rows.push_back(row);
@@ -581,7 +613,7 @@ int check_generators_on_cpu() {
 
 struct Options {
   std::string which = "all", sizes = "0", gpus = "1,2", json_path, backend = "cuda";
-  int runs = 5;
+  int runs = 5, rounds = 1;
   bool ooc = false;
   int pieces = 1, ooc_split = 4;
   bool dry = false, check_generators = false, skip_cuda = false;
@@ -621,13 +653,17 @@ int main(int argc, char** argv) {
                  "superblocks a device (\"1,2,4,8\"), Dask's and Legate's rules and "
                  "work::automatic/dist::automatic, on the first of --gpus (with --out-of-core: "
                  "each device's memory at half of its share of the data)");
+  app.add_option("--rounds", o.rounds,
+                 "with --sweep: run every variant this many times, interleaved (each round "
+                 "starts one variant later), and keep each variant's best run of all")
+      ->check(CLI::Range(1, 100));
   CLI11_PARSE(app, argc, argv);
   // Under mpirun the other ranks serve rank 0's runs; every rank returns its code.
   return gridspan::run_program([&] { return bench_main(o); });
 }
 
 int bench_main(const Options& o) {
-  const auto& [which, sizes, gpus, json_path, backend, runs, ooc, pieces, ooc_split, dry,
+  const auto& [which, sizes, gpus, json_path, backend, runs, rounds, ooc, pieces, ooc_split, dry,
                check_generators, skip_cuda_flag, sweep] = o;
   const bool skip_cuda = skip_cuda_flag || backend == "cpu";
   const char* device_word = backend == "cpu" ? "cpu device" : "GPU";
@@ -681,7 +717,7 @@ int bench_main(const Options& o) {
       for (const auto& name : names)
         for (int s : parse_ints(sizes))
           for (auto& r : sweep_one(make_spec(name, s, 1234 + uint64_t(s)), backend,
-                                   parse_ints(gpus).front(), runs, parse_ints(sweep), ooc))
+                                   parse_ints(gpus).front(), runs, rounds, parse_ints(sweep), ooc))
             rows.push_back(r);
       if (!json_path.empty()) std::ofstream(json_path) << rows.dump(1);
       return 0;
