@@ -617,6 +617,12 @@ bool one_thread_each(const plan::LaunchSpec& spec) {
   return false;
 }
 
+int array_count(const plan::LaunchSpec& spec) {
+  int n = 0;
+  for (const plan::ArrayMeta* m : spec.arrays) n += m ? 1 : 0;
+  return n;
+}
+
 std::size_t array_bytes(const plan::LaunchSpec& spec) {
   std::size_t bytes = 0;
   for (const plan::ArrayMeta* m : spec.arrays)
@@ -625,6 +631,14 @@ std::size_t array_bytes(const plan::LaunchSpec& spec) {
 }
 
 }  // namespace
+
+// The task overheads count since K-Means' update (64 threads, about 10 us on the cpu
+// backend) was cut over two devices for a gain of 5 us, its few bytes moving almost free.
+bool Granularity::moving_pays(double seconds, int64_t pieces, std::size_t bytes, int arrays,
+                              const Baseline& b) {
+  const double gain = seconds - seconds / double(pieces);
+  return gain > double(bytes) / (b.bandwidth / 8) + 2 * b.task_overhead * double(arrays);
+}
 
 void Granularity::superblocks(plan::LaunchSpec& spec) {
   spec.superblocks.clear();
@@ -642,10 +656,7 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
       one_thread_each(spec) ? driver_.backend().devices().front()->executors() : 1;
   const int64_t thread_pieces =
       executors > 1 ? pieces_for(seconds, b.task_overhead, int64_t(devices) * executors * 2) : 0;
-  // Splitting pays when the devices gain more than moving every array once costs, over a
-  // link about an eighth of a device's memory bandwidth.
-  const bool worth =
-      seconds - seconds / double(pieces) > double(array_bytes(spec)) / (b.bandwidth / 8);
+  const bool worth = moving_pays(seconds, pieces, array_bytes(spec), array_count(spec), b);
   // The choice depends on the launch, the principal array's chunks, the pieces and whether
   // moving data pays.
   std::vector<int64_t> stable = launch_key(spec);

@@ -51,6 +51,12 @@ class Granularity {
   static constexpr int64_t kSmallBudgetParts = 16;
   /// The most bytes dist::automatic puts in a chunk for a device budget of `budget` bytes.
   static int64_t most_chunk_bytes(int64_t budget);
+  /// Whether cutting a launch of `seconds` in `pieces` over the devices gains more than
+  /// moving its `arrays` (of `bytes` in all) once costs: the bytes over a link about an
+  /// eighth of a device's memory bandwidth, and twice a task's overhead an array (a copy,
+  /// and the wait for it in the launch's path).
+  static bool moving_pays(double seconds, int64_t pieces, std::size_t bytes, int arrays,
+                          const Baseline& b);
 
   explicit Granularity(Driver& driver);
   ~Granularity();

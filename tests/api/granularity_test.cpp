@@ -417,6 +417,18 @@ TEST(Granularity, MeasuredTimeSplitsAHeavyKernel) {
   }
 }
 
+// Cutting a launch over devices pays when the time the devices gain outweighs moving its
+// arrays: their bytes over the link, and a copy task and its wait for each.
+TEST(Granularity, ASmallLaunchStaysWhereItsArraysAre) {
+  using G = runtime::Granularity;
+  const runtime::Baseline b{1.1e-6, 16e9, true};              // the 2-core machine's cpu devices
+  EXPECT_FALSE(G::moving_pays(10e-6, 2, 2048, 4, b));         // K-Means' update: 5 us to gain
+  EXPECT_TRUE(G::moving_pays(10e-3, 2, 2048, 4, b));          // 5 ms to gain
+  EXPECT_FALSE(G::moving_pays(10e-3, 2, 200'000'000, 2, b));  // 100 ms of moving
+  EXPECT_TRUE(G::moving_pays(40e-6, 2, 64, 4, b));            // 20 us against 8.8 us
+  EXPECT_FALSE(G::moving_pays(40e-6, 1, 64, 4, b));           // one piece gains nothing
+}
+
 // Cache effects: once the current size is measured, half of it is tried; it is kept while
 // each halving runs a thread at least kFinerGain faster, and the search stops where one
 // does not, where tasks would be too short, at kMostFiner, or where half is never measured.
