@@ -139,10 +139,11 @@ struct Program {
 };
 
 /// A generated kernel's first lines for one thread per element of a rank-`rank` array
-/// (`n0`.. its extents): axes a0.. from the thread's index, returning past the ends; with
+/// (`n0`.. its extents): axes a0.. from the thread's index, returning past the ends (with
+/// `flag`, setting `gs_in` instead, so that every thread goes on); with
 /// `looped`, the last axis's line `gs_w` of `gs_e` elements instead; with `origin`, the axes
 /// start at o0.. (Program::origin).
-std::string thread_prologue(int rank, bool looped, bool origin = false);
+std::string thread_prologue(int rank, bool looped, bool origin = false, bool flag = false);
 
 /// The Program computing `root` (a pending array's Node) into `target` (of the root's shape
 /// and dtype), inlining the pending arrays under it and reading the others where they lie.

@@ -461,12 +461,15 @@ class SourceWriter {
     std::string body;
     const int rank = p_.shape.rank();
     const bool looped = p_.looped && rank > 0;
-    body += thread_prologue(rank, looped, p_.origin);
-    std::string element_code = steps();
     const Leaf& out = p_.target_access();
+    const bool gathers = gathers_warp(out, looped);
+    body += thread_prologue(rank, looped, p_.origin, gathers);
+    std::string element_code = steps();
     if (p_.contribute.empty())
       element_code +=
           fmt::format("  gridspan::fused::store({}, v{});\n", element(out, "out"), p_.result.index);
+    else if (gathers)
+      element_code = warp_contribution(element_code);
     else
       element_code += fmt::format("  out.reduce({}{}v{});\n", indices(out, "out"),
                                   out.rank ? ", " : "", p_.result.index);
@@ -624,6 +627,33 @@ class SourceWriter {
     return r.kind == Ref::target ? "gs_t" : fmt::format("gs_l{}", r.index);
   }
 
+  // A contribution to one element (a whole reduction inside a task) is combined over each
+  // warp first on a GPU, then added by one thread of it: one atomic a warp, not a thread.
+  bool gathers_warp(const Leaf& out, bool looped) const {
+    if (p_.contribute.empty() || out.rank != 0 || looped || p_.shape.rank() == 0) return false;
+    switch (p_.steps[p_.result.index].dtype) {
+      case DType::i32:
+      case DType::i64:
+      case DType::u32:
+      case DType::u64:
+      case DType::f16:
+      case DType::bf16:
+      case DType::f32:
+      case DType::f64:
+        return true;
+      default:
+        return false;  // no warp shuffle of 8- and 16-bit integers
+    }
+  }
+  std::string warp_contribution(const std::string& steps) const {
+    const int r = p_.result.index;
+    return fmt::format(
+        "#ifdef __CUDACC__\n  {0} gs_c{{}};\n  if (gs_in) {{\n{1}  gs_c = v{2};\n  }}\n"
+        "  gridspan::fused::warp_contribute(out, gs_c, gs_in);\n#else\n  if (!gs_in) return;\n"
+        "{1}  out.reduce(v{2});\n#endif\n",
+        reg(p_.steps[r].dtype), steps, r);
+  }
+
   std::string steps() const {
     std::string body;
     for (std::size_t s = 0; s < p_.steps.size(); ++s) body += step(s);
@@ -743,7 +773,7 @@ const Leaf& Program::target_access() const {
   return target.access;
 }
 
-std::string thread_prologue(int rank, bool looped, bool origin) {
+std::string thread_prologue(int rank, bool looped, bool origin, bool flag) {
   std::string body, guard;
   for (int k = rank - 1; k >= 0; --k) {
     const char axis = "xyz"[rank - 1 - k];
@@ -756,7 +786,8 @@ std::string thread_prologue(int rank, bool looped, bool origin) {
   for (int k = 0; k < rank; ++k)
     guard += fmt::format("{}{} >= n{}", k ? " || " : "",
                          looped && k == rank - 1 ? "gs_w * gs_e" : axis_name(k), k);
-  return body + fmt::format("  if ({}) return;\n", guard);
+  return body + (flag ? fmt::format("  const bool gs_in = !({});\n", guard)
+                      : fmt::format("  if ({}) return;\n", guard));
 }
 
 std::string Program::source(const std::string& name) const {

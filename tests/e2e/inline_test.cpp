@@ -566,6 +566,53 @@ TEST(Inline, ReductionsInsideATaskContributeToItsPartials) {
   }
 }
 
+// A whole reduction inside a task is combined over each warp first on a GPU: regions of a
+// few elements (blocks of fewer than 32 threads, warps partly filled) and of several warps
+// add up exactly, as on the cpu backend.
+gs::NativeDef small_sums() {
+  auto def = gs::NativeDef::from_function(
+      "small_sums",
+      [](const gs::NativeContext& c, gs::Vector<const float> x, gs::Scalar<double> total,
+         gs::Scalar<float> least, gs::Scalar<long long> count) {
+        auto xa = c.array(x);
+        auto t = c.array(total);
+        auto l = c.array(least);
+        auto k = c.array(count);
+        t += gs::sum(xa);
+        l.assign(gs::minimum(l, gs::min(xa)));
+        k += gs::sum(xa < 0.0f);
+      },
+      {"x", "total", "least", "count"});
+  def.annotate("global i => read x[i], reduce(+) total, reduce(min) least, reduce(+) count");
+  return def;
+}
+const bool small_sums_registered = gs::register_native(small_sums());
+
+TEST(Inline, WholeReductionsOfFewOrManyElementsAddUp) {
+  ASSERT_TRUE(small_sums_registered);
+  auto g = rng(77);
+  gs::Context ctx(config(2));
+  auto native = ctx.compile(small_sums());
+  for (int n : {1, 7, 45, 100, 2000}) {
+    for (int per_task : {3, 29, 64, 1000}) {
+      auto xs = dyadic(n, g);
+      auto x = ctx.from_vector<float>(xs, {n}, gs::dist::rows(per_task));
+      auto total = ctx.scalar<double>(poison<double>());
+      auto least = ctx.scalar<float>(poison<float>());
+      auto count = ctx.scalar<long long>(poison<long long>());
+      native.launch({n}, {1}, gs::work::like(x), x, total, least, count);
+      double sum = 0;
+      float lo = xs[0];
+      long long negatives = 0;
+      for (float v : xs) sum += v, lo = std::min(lo, v), negatives += v < 0.0f;
+      const std::string where = fmt::format("n {}, {} a task, seed {}", n, per_task, base_seed());
+      EXPECT_EQ(total.item(), sum) << where;
+      EXPECT_EQ(least.item(), lo) << where;
+      EXPECT_EQ(count.item(), negatives) << where;
+    }
+  }
+}
+
 // What a task cannot do with its reductions is a gs::Error saying what to write instead.
 TEST(Inline, WhatATaskCannotReduceIsAClearError) {
   gs::Context ctx(config(1));

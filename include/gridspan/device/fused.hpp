@@ -233,5 +233,32 @@ struct Raw {
   GRIDSPAN_HD int64_t size() const { return n; }
 };
 
+#ifdef __CUDACC__
+// One contribution a warp into a one-element partial: the warp's threads combine their
+// values (those with `in` false have none) by the partial's operator, and its first thread
+// adds the result, so that a whole reduction inside a task does one atomic a warp, not one
+// a thread. Every thread of the block must call it. The warp's threads are those of
+// consecutive linear indices (x fastest); a block of threads not a multiple of 32 (a
+// region of a few elements) contributes thread by thread instead.
+template <class View, class T>
+__device__ void warp_contribute(const View& out, T v, bool in) {
+  if ((blockDim.x * blockDim.y * blockDim.z) % 32u != 0) {
+    if (in) out.reduce(v);
+    return;
+  }
+  const unsigned lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u;
+  int has = in ? 1 : 0;
+  for (unsigned s = 16; s > 0; s >>= 1) {
+    const T other = __shfl_down_sync(0xffffffffu, v, s);
+    const int other_has = __shfl_down_sync(0xffffffffu, has, s);
+    if (lane + s < 32u && other_has) {
+      v = has ? gridspan::detail::combine(out.op_, v, other) : other;
+      has = 1;
+    }
+  }
+  if (lane == 0 && has) out.reduce(v);
+}
+#endif
+
 }  // namespace fused
 }  // namespace gridspan
