@@ -68,8 +68,8 @@ NativeDef gemm_native(const std::string& name, bool trans_a, bool accumulate, bo
     g.a = g.trans_a ? a.base_ + r0 : a.base_ + r0 * g.lda;
     g.b = b.base_;
     g.c = c.base_ + r0 * g.ldc;
-    if (nc.stream())
-      blas::gpu_gemm(g, *handles, nc.device, nc.stream(), allow_tf32);
+    if (void* stream = nc.stream())
+      blas::gpu_gemm(g, *handles, nc.device, stream, allow_tf32);
     else
       blas::host_gemm(g);
   };
@@ -102,8 +102,8 @@ NativeDef tile_native(const std::string& name, bool trans_a, bool trans_b, bool 
     g.a = g.trans_a ? a.base_ + p0 * g.lda + i0 : a.base_ + i0 * g.lda + p0;
     g.b = g.trans_b ? b.base_ + j0 * g.ldb + p0 : b.base_ + p0 * g.ldb + j0;
     g.c = c.base_ + i0 * g.ldc + j0;
-    if (nc.stream())
-      blas::gpu_gemm(g, *handles, nc.device, nc.stream(), allow_tf32);
+    if (void* stream = nc.stream())
+      blas::gpu_gemm(g, *handles, nc.device, stream, allow_tf32);
     else
       blas::host_gemm(g);
   };
@@ -295,8 +295,8 @@ NativeDef batched_native(const std::string& name, Batch ka, Batch kb, bool allow
       gm.a = batch_matrix(a, ba == 1 ? 0 : g, gm.lda) + r.lo[0] * gm.lda;
       gm.b = batch_matrix(b, bb == 1 ? 0 : g, gm.ldb);
       gm.c = batch_matrix(c, g, gm.ldc) + r.lo[0] * gm.ldc;
-      if (nc.stream())
-        blas::gpu_gemm(gm, *handles, nc.device, nc.stream(), allow_tf32);
+      if (void* stream = nc.stream())
+        blas::gpu_gemm(gm, *handles, nc.device, stream, allow_tf32);
       else
         blas::host_gemm(gm);
     }

@@ -128,6 +128,12 @@ struct Execute {
   std::vector<ExecArg> arrays;  // per parameter (scalars: chunk.id 0)
   std::shared_ptr<const std::vector<unsigned char>> scalars;    // packed scalar values
   std::shared_ptr<const std::vector<uint32_t>> scalar_offsets;  // per parameter
+  /// Whether `o` runs the same launch (executable, block, grid and scalar values), so that
+  /// the two may run as one batch (Executable::run_batch).
+  bool same_launch(const Execute& o) const {
+    return executable == o.executable && block == o.block && grid == o.grid &&
+           (scalars == o.scalars || (scalars && o.scalars && *scalars == *o.scalars));
+  }
 };
 /// Completes when its dependencies have: what an Event waits for.
 struct Barrier {};

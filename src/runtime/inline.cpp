@@ -90,10 +90,6 @@ Rect task_share(const plan::Execute& task, const Dim& grid, const Dim& block) {
 thread_local const Rect* t_blocks = nullptr;  // InlineBlocks'
 std::atomic<uint64_t> g_together{0};          // inline_launches_together()
 
-bool same_scalars(const plan::Execute& a, const plan::Execute& b) {
-  return a.scalars == b.scalars || (a.scalars && b.scalars && *a.scalars == *b.scalars);
-}
-
 // The inline launches of a batch of native tasks (independent, on one asynchronous
 // device): while the bodies run one after another, each task's launches are gathered in
 // order; then they are queued round by round, the r-th launch of every task together, those
@@ -181,9 +177,7 @@ void InlineBatch::run_group(std::vector<const Launch*>& round) {
   std::vector<plan::ExecFrame> frames;
   std::size_t kept = 0;
   for (const Launch* l : round) {
-    const plan::Execute& ex = l->ex;
-    if (ex.executable == first.executable && ex.block == first.block && ex.grid == first.grid &&
-        same_scalars(ex, first))
+    if (l->ex.same_launch(first))
       frames.push_back(l->frame());
     else
       round[kept++] = l;
