@@ -70,6 +70,10 @@ const std::vector<Setting> kSettings = {
      "on cpu devices, automatic work tries a kernel's superblocks cut finer once timed, and "
      "keeps the cut while it runs a thread faster (cache effects)",
      "on"},
+    {"GRIDSPAN_COST_HISTORY", K::flag, &C::cost_history,
+     "automatic granularity keeps each kernel's measured costs in the cache folder, and a later "
+     "run starts from them instead of a guess; off: every run starts afresh",
+     "on"},
     {"GRIDSPAN_DEVICE_BANDWIDTH", K::size, &C::device_bandwidth,
      "the bytes a second a device moves that automatic granularity works from (`3000GiB`); "
      "0: measured when first needed",

@@ -209,6 +209,9 @@ class Executable {
  public:
   virtual ~Executable() = default;
   virtual const std::string& name() const = 0;
+  /// What names this executable alike in every process, for the history of its costs kept
+  /// across runs (runtime/cost.hpp): the name, or for a compiled kernel a digest of its source.
+  virtual std::string history_key() const { return name(); }
   /// Runs one superblock inside the device's submitted work (on an asynchronous device:
   /// queues it); throws gs::Error on failure (AccessError for a checked-mode violation).
   virtual void run(const ExecFrame& frame) const = 0;
@@ -220,6 +223,8 @@ class Executable {
   }
   /// Runs so far, counted by the cost model to choose which to time (runtime/cost.hpp).
   mutable std::atomic<uint32_t> runs{0};
+  /// Every run is timed while set (a trial of finer cuts is measuring it, granularity.hpp).
+  mutable std::atomic<bool> trying{false};
 };
 
 /// The tasks one call produced, and the barrier that completes when all of them have.

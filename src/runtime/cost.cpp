@@ -3,7 +3,13 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <sstream>
 #include <tuple>
+
+#include <fmt/format.h>
+
+#include "backend/jit.hpp"
+#include "core/log.hpp"
 
 namespace gridspan::runtime {
 
@@ -14,22 +20,26 @@ int size_class(int64_t threads) {
 }  // namespace
 
 CostModel::Estimate CostModel::of(const Class& c) {
-  return Estimate{c.seconds / c.threads, c.bytes / c.seconds, int64_t(std::llround(c.threads)),
-                  c.samples, c.share / c.threads};
+  return Estimate{c.seconds / c.threads,
+                  c.bytes / c.seconds,
+                  int64_t(std::llround(c.threads)),
+                  c.samples,
+                  c.share / c.threads,
+                  c.earlier};
 }
 
 bool CostModel::should_time(const plan::Executable& e) {
   const uint32_t n = e.runs.fetch_add(1, std::memory_order_relaxed);
-  return n < kFirst || n % kEvery == 0;
+  return n < kFirst || n % kEvery == 0 || e.trying.load(std::memory_order_relaxed);
 }
 
 void CostModel::record(const plan::Executable& e, int64_t threads, std::size_t bytes,
                        double seconds, double share) {
   if (threads <= 0 || !(seconds > 0)) return;
   std::lock_guard lock(mutex_);
-  Entry& entry = entries_[&e];
-  if (entry.name.empty()) entry.name = e.name();
-  Class& c = entry.classes[size_class(threads)];
+  Entry& en = *entry(e, true);
+  en.recorded = true;
+  Class& c = en.classes[size_class(threads)];
   ++c.samples;
   const double w = 1.0 / std::min<int>(c.samples, kEvery);
   c.seconds += w * (seconds - c.seconds);
@@ -41,12 +51,11 @@ void CostModel::record(const plan::Executable& e, int64_t threads, std::size_t b
 std::optional<CostModel::Estimate> CostModel::estimate(const plan::Executable& e,
                                                        int64_t threads) const {
   std::lock_guard lock(mutex_);
-  auto it = entries_.find(&e);
-  if (it == entries_.end() || it->second.classes.empty()) return std::nullopt;
-  const auto& classes = it->second.classes;
+  const Entry* en = entry(e, false);
+  if (!en) return std::nullopt;
   const int want = size_class(threads);
-  auto best = classes.begin();
-  for (auto c = classes.begin(); c != classes.end(); ++c)
+  auto best = en->classes.begin();
+  for (auto c = en->classes.begin(); c != en->classes.end(); ++c)
     if (std::abs(c->first - want) < std::abs(best->first - want)) best = c;
   return of(best->second);
 }
@@ -54,10 +63,10 @@ std::optional<CostModel::Estimate> CostModel::estimate(const plan::Executable& e
 std::optional<CostModel::Estimate> CostModel::measured(const plan::Executable& e,
                                                        int64_t threads) const {
   std::lock_guard lock(mutex_);
-  auto it = entries_.find(&e);
-  if (it == entries_.end()) return std::nullopt;
-  auto c = it->second.classes.find(size_class(threads));
-  if (c == it->second.classes.end()) return std::nullopt;
+  const Entry* en = entry(e, false);
+  if (!en) return std::nullopt;
+  auto c = en->classes.find(size_class(threads));
+  if (c == en->classes.end()) return std::nullopt;
   return of(c->second);
 }
 
@@ -72,8 +81,85 @@ std::optional<double> CostModel::best_bandwidth(std::size_t min_bytes) const {
 
 void CostModel::forget(const plan::Executable& e) {
   std::lock_guard lock(mutex_);
-  entries_.erase(&e);
+  Entry& en = *entry(e, true);
+  en.classes.clear();  // its history too
+  en.recorded = false;
   e.runs.store(0, std::memory_order_relaxed);  // timed again from its next run
+}
+
+CostModel::Entry* CostModel::entry(const plan::Executable& e, bool create) const {
+  auto it = entries_.find(&e);
+  if (it == entries_.end()) {
+    if (!create && folder_.empty()) return nullptr;
+    it = entries_.emplace(&e, Entry{e.name(), e.history_key()}).first;
+  }
+  Entry& en = it->second;
+  if (!en.read && !folder_.empty()) {
+    en.read = true;
+    read_history(en);
+  }
+  return create || !en.classes.empty() ? &en : nullptr;
+}
+
+void CostModel::keep_history(std::string folder) {
+  std::lock_guard lock(mutex_);
+  folder_ = std::move(folder);
+}
+
+std::string CostModel::history_path(const std::string& key) const {
+  backend::jit::Hasher h;
+  h.add(key);
+  return fmt::format("{}/{}.txt", folder_, h.hex());
+}
+
+// A history file: "gridspan costs 1", the executable's key, then a line per size class:
+// class, samples, seconds, threads, bytes, share (the running means).
+void CostModel::read_history(Entry& en) const {
+  std::string text;
+  if (!backend::jit::read_file(history_path(en.key), text)) return;
+  std::istringstream in(text);
+  std::string head, key;
+  std::getline(in, head);
+  std::getline(in, key);
+  std::map<int, Class> read;
+  int k = 0;
+  Class c;
+  while (in >> k >> c.samples >> c.seconds >> c.threads >> c.bytes >> c.share) {
+    if (k < 0 || k > 62 || c.samples <= 0 || !(c.seconds > 0) || !(c.threads >= 1) ||
+        !(c.bytes >= 0) || !(c.share >= 0) || !std::isfinite(c.seconds + c.threads + c.bytes))
+      break;
+    c.samples = std::min(c.samples, kHistorySamples);
+    c.earlier = true;
+    read[k] = c;
+  }
+  if (head != "gridspan costs 1" || key != en.key || !(in >> std::ws).eof()) {
+    logging::debug("cost history of `{}`: {} is not one, left alone", en.name,
+                   history_path(en.key));
+    return;
+  }
+  for (const auto& [klass, r] : read) en.classes.emplace(klass, r);  // this run's first
+}
+
+void CostModel::save() const {
+  std::lock_guard lock(mutex_);
+  if (folder_.empty()) return;
+  for (const auto& [e, en] : entries_) {
+    if (!en.recorded || en.classes.empty()) continue;
+    std::string text = "gridspan costs 1\n" + en.key + "\n";
+    for (const auto& [k, c] : en.classes)
+      text += fmt::format("{} {} {:.9g} {:.9g} {:.9g} {:.9g}\n", k, c.samples, c.seconds, c.threads,
+                          c.bytes, c.share);
+    try {
+      backend::jit::make_dirs(folder_);
+      backend::jit::write_file_atomically(history_path(en.key), text);
+    } catch (const std::exception& ex) {
+      logging::debug("cost history of `{}` not kept: {}", en.name, ex.what());
+    }
+  }
+}
+
+CostModel::~CostModel() {
+  save();
 }
 
 std::vector<KernelCost> CostModel::report() const {

@@ -4,6 +4,11 @@
 // executable and size class (the superblock's threads, in powers of two). A task's time is not
 // linear in its size (caches), so each class keeps its own figure and an estimate uses the nearest
 // class measured.
+//
+// As StarPU keeps its history models, the classes are kept across runs (keep_history): a file
+// per executable in a folder for the machine, read when the executable is first looked up and
+// written when the model ends. A later run's first launches then start from what earlier runs
+// measured instead of a guess.
 #pragma once
 
 #include <chrono>
@@ -23,7 +28,7 @@ namespace gridspan::runtime {
 class CostModel {
  public:
   /// The first runs of each executable are timed, then one in `kEvery` (StarPU trusts a
-  /// history model after 10 samples).
+  /// history model after 10 samples), or every run while it is `trying`.
   static constexpr uint32_t kFirst = 10, kEvery = 16;
   /// Whether to time the next run of `e` (counts its runs; any thread).
   static bool should_time(const plan::Executable& e);
@@ -40,6 +45,7 @@ class CostModel {
     int64_t threads = 0;            // that class's mean threads per task
     int samples = 0;                // runs timed in that class
     double share_per_thread = 0;    // what a thread cost its device (ShareClock)
+    bool earlier = false;           // some of the samples came from earlier runs' history
   };
   /// The estimate for a task of `threads` threads of `e`; none before a run was timed.
   std::optional<Estimate> estimate(const plan::Executable& e, int64_t threads) const;
@@ -53,18 +59,42 @@ class CostModel {
   /// Every executable's classes, for Context::kernel_costs.
   std::vector<KernelCost> report() const;
 
+  /// Keeps the classes across runs in `folder` (created when first written): each
+  /// executable's history is read there when it is first looked up, and what this model
+  /// recorded is written back when it ends (or at save()). Empty: kept in memory only.
+  void keep_history(std::string folder);
+  /// A class read from the history weighs as this many samples at most: an estimate uses it
+  /// at once, but a trial of finer cuts (which wants Granularity::kTrialSamples) compares
+  /// sizes only once this run has timed each, and its own samples soon outweigh a machine
+  /// that has changed.
+  static constexpr int kHistorySamples = 2;
+  /// Writes the history of every executable that recorded since it was read (never throws;
+  /// a folder that cannot be written is logged at debug).
+  void save() const;
+  ~CostModel();
+
  private:
   struct Class {  // running means, the newest sample weighing at least 1/kEvery
     int samples = 0;
     double seconds = 0, threads = 0, bytes = 0, share = 0;
+    bool earlier = false;  // read from the history
   };
   static Estimate of(const Class& c);
   struct Entry {
-    std::string name;
+    std::string name, key;         // the executable's name and history_key()
     std::map<int, Class> classes;  // by floor(log2(threads))
+    bool read = false;             // its history was looked for
+    bool recorded = false;         // a sample came since
   };
+  /// The entry of `e`, its history read once there is a folder; null when it has no
+  /// classes and `create` is false. Under mutex_.
+  Entry* entry(const plan::Executable& e, bool create) const;
+  void read_history(Entry& entry) const;
+  std::string history_path(const std::string& key) const;
+
   mutable std::mutex mutex_;
-  std::map<const plan::Executable*, Entry> entries_;
+  mutable std::map<const plan::Executable*, Entry> entries_;
+  std::string folder_;
 };
 
 /// The time a synchronous device gives each of its tasks. Tasks that run together on a

@@ -13,6 +13,7 @@
 
 #include "annotation/annotation.hpp"
 #include "annotation/signature.hpp"
+#include "backend/jit.hpp"
 #include "core/scratch.hpp"
 #include "gridspan/core/error.hpp"
 
@@ -275,7 +276,14 @@ std::shared_ptr<const KernelExecutable> KernelExecutable::compile(backend::Backe
 
 KernelExecutable::KernelExecutable(backend::KernelSource src,
                                    std::shared_ptr<backend::CompiledKernel> kernel)
-    : src_(std::move(src)), kernel_(std::move(kernel)) {}
+    : src_(std::move(src)), kernel_(std::move(kernel)) {
+  backend::jit::Hasher h;
+  h.add(src_.name);
+  h.add(src_.source);
+  for (const auto& [name, value] : src_.defines) h.add(fmt::format("{}={}", name, value));
+  h.add(fmt::format("{} {} {}", src_.checked, src_.max_threads, src_.min_blocks));
+  history_key_ = src_.name + "-" + h.hex();
+}
 
 namespace {
 // The ABI description of one superblock, over its arguments.

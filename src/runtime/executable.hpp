@@ -29,6 +29,7 @@ class KernelExecutable : public plan::Executable {
                                                          backend::KernelSource src);
   KernelExecutable(backend::KernelSource src, std::shared_ptr<backend::CompiledKernel> kernel);
   const std::string& name() const override { return src_.name; }
+  std::string history_key() const override { return history_key_; }
   void run(const plan::ExecFrame& frame) const override;
   void run_batch(const plan::ExecFrame* frames, std::size_t n) const override;
   /// What another rank compiles to get the same kernel.
@@ -39,6 +40,7 @@ class KernelExecutable : public plan::Executable {
 
   backend::KernelSource src_;
   std::shared_ptr<backend::CompiledKernel> kernel_;
+  std::string history_key_;  // a digest of src_
 };
 
 /// A native function's body for one superblock: the frame, then one ABI view per parameter

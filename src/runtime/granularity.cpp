@@ -89,8 +89,9 @@ void keep_baseline(const std::string& path, const Baseline& b) {
 }
 
 // Where a machine's measurements are kept: the cache folder, under a name for this host,
-// backend, devices and build.
-std::string baseline_path(const Driver& driver) {
+// backend, devices and build. The baseline in "<name>.txt", the kernels' cost history in the
+// folder "<name>".
+std::string machine_path(const Driver& driver) {
   const RankInfo self = driver.ranks().front();
   std::string key = fmt::format("probe 2|{}|{}|{}|{}", self.host, self.backend,
                                 driver.device_count(), driver.config().cpu_threads);
@@ -103,7 +104,7 @@ std::string baseline_path(const Driver& driver) {
 #endif
   backend::jit::Hasher h;
   h.add(key);
-  return fmt::format("{}/granularity/{}.txt",
+  return fmt::format("{}/granularity/{}",
                      backend::jit::resolve_cache_root(driver.config().cache_dir), h.hex());
 }
 
@@ -126,6 +127,7 @@ const Baseline& Granularity::baseline() {
   if (!have_baseline_) {
     measure(baseline_);
     have_baseline_ = true;
+    if (driver_.config().cost_history) driver_.costs().keep_history(machine_path(driver_));
     report(fmt::format("automatic granularity: {} a task on the host, {:.1f} GB/s a device ({})",
                        us(baseline_.task_overhead), baseline_.bandwidth * 1e-9,
                        baseline_.measured ? "measured"
@@ -183,7 +185,7 @@ void Granularity::measure(Baseline& b) {
   // Measured once per machine and build: later contexts read what the first wrote (as
   // StarPU keeps its performance models), so that their choices agree from run to run.
   const bool none_set = !(b.task_overhead > 0) && !(b.bandwidth > 0);
-  const std::string path = baseline_path(driver_);
+  const std::string path = machine_path(driver_) + ".txt";
   if (none_set && read_baseline(path, b)) return;
   // The probe's launches are not the program's: Context::stats leaves them out.
   Driver::Counters& n = driver_.counters();
@@ -673,8 +675,8 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
   auto it = choices_.find(key);
   if (it == choices_.end()) {
     it = choices_
-             .emplace(key, choose_reported(spec, followable, pieces, worth, thread_pieces, seconds,
-                                           est ? est->samples : 0))
+             .emplace(key,
+                      choose_reported(spec, followable, pieces, worth, thread_pieces, seconds, est))
              .first;
   }
   const int64_t f = finer(spec, stable, it->second.size(), threads);
@@ -689,19 +691,19 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
   spec.superblocks = cut->second;
 }
 
-std::vector<Superblock> Granularity::choose_reported(const plan::LaunchSpec& spec,
-                                                     const std::vector<int>& followable,
-                                                     int64_t pieces, bool worth,
-                                                     int64_t thread_pieces, double seconds,
-                                                     int samples) {
+std::vector<Superblock> Granularity::choose_reported(
+    const plan::LaunchSpec& spec, const std::vector<int>& followable, int64_t pieces, bool worth,
+    int64_t thread_pieces, double seconds, const std::optional<CostModel::Estimate>& est) {
   const Baseline& b = baseline_;
   Choice c = choose(spec, followable, pieces, worth, thread_pieces);
-  report(fmt::format(
-      "automatic work for `{}` over threads {}: {}; the launch takes about {} "
-      "({}), {} a task on the host",
-      spec.executable->name(), spec.threads.str(), c.why, us(seconds),
-      samples ? fmt::format("measured, {} tasks timed", samples) : "guessed from its arrays' bytes",
-      us(b.task_overhead)));
+  report(
+      fmt::format("automatic work for `{}` over threads {}: {}; the launch takes about {} "
+                  "({}), {} a task on the host",
+                  spec.executable->name(), spec.threads.str(), c.why, us(seconds),
+                  est ? fmt::format("measured, {} tasks timed{}", est->samples,
+                                    est->earlier ? ", some in earlier runs" : "")
+                      : "guessed from its arrays' bytes",
+                  us(b.task_overhead)));
   if (choices_.size() > 4096) choices_.clear(), trials_.clear();
   return std::move(c.superblocks);
 }
@@ -743,6 +745,7 @@ int64_t Granularity::finer(const plan::LaunchSpec& spec, const std::vector<int64
       now->seconds_per_thread * double(per / 2) >= kOverheads * baseline_.task_overhead;
   const Trial before = t;
   const int64_t f = finer_step(t, now, half, halving_ok);
+  spec.executable->trying.store(!t.settled, std::memory_order_relaxed);  // time every run
   if (t.factor != before.factor || t.settled)
     report(fmt::format(
         "automatic work for `{}` over threads {}: tasks of {} threads cost their device {:.3f} "

@@ -80,7 +80,8 @@ class Granularity {
   const Baseline& baseline();
 
   /// Cache effects (the DAHL post: a task's time is not linear in its size). Once a
-  /// launch's superblocks have been timed (kTrialSamples runs in their size class), its
+  /// launch's superblocks have been timed (kTrialSamples runs in their size class; while a
+  /// trial is on, every run of its kernel is timed), its
   /// superblocks are tried cut in two on their devices; the cut is kept while each halving
   /// runs at least kFinerGain faster a thread, and tasks stay long enough for their
   /// overhead; else the last size that paid is kept. Devices that time superblocks one by
@@ -109,12 +110,12 @@ class Granularity {
   /// `thread_pieces`: superblocks wanted for the devices' threads (0: the devices' count).
   Choice choose(const plan::LaunchSpec& spec, const std::vector<int>& followable, int64_t pieces,
                 bool worth, int64_t thread_pieces);
-  /// choose(), reported (under mutex_): `seconds` the launch's estimated time, from
-  /// `samples` timed tasks (0: guessed).
+  /// choose(), reported (under mutex_): `seconds` the launch's estimated time, from `est`
+  /// (none: guessed).
   std::vector<Superblock> choose_reported(const plan::LaunchSpec& spec,
                                           const std::vector<int>& followable, int64_t pieces,
                                           bool worth, int64_t thread_pieces, double seconds,
-                                          int samples);
+                                          const std::optional<CostModel::Estimate>& est);
   /// The factor the launch's `count` superblocks (of `threads` threads in all) are cut by
   /// now (Trial, under mutex_); `stable` identifies the launch and its chunks.
   int64_t finer(const plan::LaunchSpec& spec, const std::vector<int64_t>& stable, std::size_t count,

@@ -7,11 +7,16 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <random>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include "gridspan/gridspan.hpp"
 #include "runtime/driver.hpp"
+#include "runtime/executable.hpp"
 #include "runtime/granularity.hpp"
 #include "support/devices.hpp"
 #include "support/random.hpp"
@@ -27,6 +32,7 @@ gs::Config fixed(int devices) {
   gs::Config c = test::quiet_config(devices);
   c.task_overhead_us = 10;
   c.device_bandwidth = 1000000000;
+  c.cost_history = false;  // the choices below start from nothing measured
   return c;
 }
 
@@ -125,6 +131,121 @@ TEST(Granularity, AutomaticDistributionsAreChosenOnlyByAContext) {
   EXPECT_THROW(gs::work::automatic().superblocks(gs::Dim{10}, gs::Dim{2}, 2), gs::LaunchError);
   EXPECT_TRUE(gs::dist::automatic().is_automatic());
   EXPECT_FALSE(gs::dist::rows(4).is_automatic());
+}
+
+std::filesystem::path fresh_folder(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   fmt::format("gridspan-{}-{}-{}", name, ::getpid(), test::base_seed());
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+// The history files a context left in `cache` (one folder for the machine).
+std::vector<std::filesystem::path> history_files(const std::filesystem::path& cache) {
+  std::vector<std::filesystem::path> files;
+  if (!std::filesystem::exists(cache / "granularity")) return files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(cache / "granularity"))
+    if (entry.is_regular_file() && entry.path().parent_path() != cache / "granularity")
+      files.push_back(entry.path());
+  return files;
+}
+
+// What a model recorded is read by the next one that keeps its history in the same folder,
+// weighing as kHistorySamples at most; other executables, models without the folder and
+// files that are not histories find nothing; a folder that cannot be written loses the
+// history, not the run.
+TEST(Granularity, TheCostModelKeepsItsHistory) {
+  using runtime::CostModel;
+  const auto dir = fresh_folder("history");
+  auto body = [](const plan::ExecFrame&, const GsArrayArg*, const void* const*) {};
+  const runtime::NativeExecutable e("history_e", {}, body), other("history_other", {}, body);
+  const double seconds = 1e-3 * (1 + double(test::base_seed() % 100) / 100);
+  {
+    CostModel m;
+    m.keep_history(dir.string());
+    for (int k = 0; k < 20; ++k) m.record(e, 1024, 4096, seconds, seconds / 2);
+  }  // written as it ends
+  ASSERT_EQ(std::distance(std::filesystem::directory_iterator(dir),
+                          std::filesystem::directory_iterator()),
+            1);
+  {
+    CostModel m;
+    m.keep_history(dir.string());
+    const auto got = m.measured(e, 1500);  // the same size class
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->samples, CostModel::kHistorySamples);
+    EXPECT_TRUE(got->earlier);
+    EXPECT_NEAR(got->seconds_per_thread, seconds / 1024, seconds / 1024 * 1e-6);
+    EXPECT_NEAR(got->share_per_thread, seconds / 2048, seconds / 2048 * 1e-6);
+    EXPECT_EQ(got->threads, 1024);
+    EXPECT_FALSE(m.measured(other, 1024).has_value());
+    EXPECT_FALSE(m.measured(e, 64).has_value());    // another class
+    EXPECT_TRUE(m.estimate(e, 64).has_value());     // the nearest class measured
+    m.record(e, 1024, 4096, 3 * seconds, seconds);  // a third sample weighs 1/3
+    EXPECT_NEAR(m.measured(e, 1024)->seconds_per_thread, seconds * (1 + 2.0 / 3) / 1024,
+                seconds / 1024 * 1e-6);
+  }
+  CostModel none;
+  EXPECT_FALSE(none.measured(e, 1024).has_value());
+  for (const auto& f : std::filesystem::directory_iterator(dir)) {
+    std::ofstream(f.path()) << "gridspan costs 1\nhistory_e\n10 3 nonsense\n";
+  }
+  {
+    CostModel m;
+    m.keep_history(dir.string());
+    EXPECT_FALSE(m.measured(e, 1024).has_value());
+  }
+  {
+    CostModel m;
+    m.keep_history("/dev/null/history");
+    m.record(e, 1024, 4096, seconds, seconds);
+    EXPECT_NO_THROW(m.save());
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A context keeps what its kernels cost in the cache folder: a later context's first
+// launch of the heavy kernel starts from it and spreads over both devices at once, with
+// the same results; with the history off, the first launch is the guess again.
+TEST(Granularity, ALaterRunStartsFromTheCostsEarlierRunsMeasured) {
+  const auto cache = fresh_folder("history-runs");
+  gs::Config c = fixed(2);
+  c.cache_dir = cache.string();
+  c.cost_history = true;
+  const int64_t n = 16384, rounds = 2000;
+  const auto values = random_floats(n, test::base_seed() + 4);
+  std::vector<float> want(n);
+  for (int64_t i = 0; i < n; ++i) {
+    float x = values[i];
+    for (int64_t r = 0; r < rounds; ++r) x = x * 0.999f + 0.001f;
+    want[i] = x;
+  }
+  // The Execute tasks of the first launch of a context.
+  auto first_launch = [&](const gs::Config& config) {
+    gs::Context ctx(config);
+    ctx.keep_plans(true);
+    auto k = ctx.compile(gs::KernelDef::from_source(kHeavy, "heavy")
+                             .annotate("global i => write out[i], read in[i]"));
+    auto in = ctx.from_vector<float>(values, {n}, gs::dist::centralized(0));
+    auto out = ctx.full<float>({n}, -777.0f, gs::dist::centralized(0));
+    k.launch({n}, {256}, gs::work::automatic(), n, rounds, out, in);
+    const std::string dot = k.last_plan_dot();
+    std::size_t count = 0;
+    for (auto at = dot.find("heavy"); at != std::string::npos; at = dot.find("heavy", at + 1))
+      ++count;
+    for (int r = 0; r < 3; ++r) k.launch({n}, {256}, gs::work::automatic(), n, rounds, out, in);
+    const auto got = out.to_vector();
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-4f * std::max(1.0f, std::abs(want[i]))) << i;
+    return count;
+  };
+  EXPECT_EQ(first_launch(c), 1u);  // guessed: stays where its arrays are
+  EXPECT_GE(history_files(cache).size(), 1u);
+  EXPECT_EQ(first_launch(c), 2u);  // measured in the run before
+  gs::Config off = c;
+  off.cost_history = false;
+  EXPECT_EQ(first_launch(off), 1u);
+  std::filesystem::remove_all(cache);
 }
 
 // On one device (a GPU where there is one: its timing events), superblocks of 2^20

@@ -68,14 +68,20 @@ struct Config {
   /// Automatic granularity (dist::automatic, work::automatic, the array library's
   /// defaults) starts from the host's time per task and a device's memory bandwidth,
   /// measured when first needed; set both (GRIDSPAN_TASK_OVERHEAD_US, in microseconds, and
-  /// GRIDSPAN_DEVICE_BANDWIDTH, in bytes a second) for a run that chooses the same every
-  /// time. 0 = measured.
+  /// GRIDSPAN_DEVICE_BANDWIDTH, in bytes a second), with cost_history and finer_cuts off,
+  /// for a run that chooses the same every time. 0 = measured.
   int task_overhead_us = 0;
   std::size_t device_bandwidth = 0;
   /// On cpu devices, work::automatic tries a launch's superblocks cut finer once their
   /// times are measured, and keeps the cut while each halving runs a thread faster (cache
   /// effects; GRIDSPAN_FINER_CUTS). Off: the same choice every time.
   bool finer_cuts = true;
+  /// Automatic granularity keeps what it measured of each kernel in the cache folder (a
+  /// file per kernel, as StarPU keeps its history models), and a later run starts each
+  /// kernel from there instead of a guess (GRIDSPAN_COST_HISTORY). Off: every run starts
+  /// afresh; with the two settings above and GRIDSPAN_FINER_CUTS off, a run chooses the
+  /// same every time.
+  bool cost_history = true;
   /// How a GPU's completion threads wait for a work's end (GRIDSPAN_COMPLETION_POLL_US): 0
   /// = in the driver, which spins; N > 0 = they look every N microseconds and sleep between,
   /// except while a host thread waits (Event::wait, synchronize), when they wait in the
