@@ -204,6 +204,21 @@ TEST(Granularity, TheCostModelKeepsItsHistory) {
   std::filesystem::remove_all(dir);
 }
 
+// The first kFirst runs of an executable are timed, then one in kEvery, and every run while
+// a trial of finer cuts is measuring it.
+TEST(Granularity, EveryRunOfAKernelOnTrialIsTimed) {
+  using runtime::CostModel;
+  auto body = [](const plan::ExecFrame&, const GsArrayArg*, const void* const*) {};
+  const runtime::NativeExecutable e("timed_e", {}, body);
+  int timed = 0;
+  for (uint32_t n = 0; n < 10 * CostModel::kEvery; ++n) timed += CostModel::should_time(e);
+  EXPECT_EQ(timed, int(CostModel::kFirst) + 10 - 1);  // 0..9, then 16, 32, ..., 144
+  e.trying.store(true);
+  timed = 0;
+  for (uint32_t n = 0; n < 3 * CostModel::kEvery; ++n) timed += CostModel::should_time(e);
+  EXPECT_EQ(timed, int(3 * CostModel::kEvery));
+}
+
 // A context keeps what its kernels cost in the cache folder: a later context's first
 // launch of the heavy kernel starts from it and spreads over both devices at once, with
 // the same results; with the history off, the first launch is the guess again.
