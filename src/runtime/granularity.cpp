@@ -127,7 +127,7 @@ const Baseline& Granularity::baseline() {
   if (!have_baseline_) {
     measure(baseline_);
     have_baseline_ = true;
-    if (driver_.config().cost_history) driver_.costs().keep_history(machine_path(driver_));
+    if (driver_.config().cost_history) keep_history();
     report(fmt::format("automatic granularity: {} a task on the host, {:.1f} GB/s a device ({})",
                        us(baseline_.task_overhead), baseline_.bandwidth * 1e-9,
                        baseline_.measured ? "measured"
@@ -135,6 +135,14 @@ const Baseline& Granularity::baseline() {
                                             "GRIDSPAN_DEVICE_BANDWIDTH"));
   }
   return baseline_;
+}
+
+void Granularity::keep_history() {
+  try {
+    driver_.costs().keep_history(machine_path(driver_));
+  } catch (const std::exception& e) {  // no cache folder: this run's costs stay its own
+    logging::debug("automatic granularity: kernels' costs not kept across runs: {}", e.what());
+  }
 }
 
 namespace {

@@ -105,6 +105,7 @@ class Granularity {
  private:
   struct Choice;
   void measure(Baseline& b);
+  void keep_history();  // the cost model's history in this machine's folder
   void measure_probe(Baseline& b);
   /// `followable`: the arrays the superblocks may follow, most bytes first.
   /// `thread_pieces`: superblocks wanted for the devices' threads (0: the devices' count).
