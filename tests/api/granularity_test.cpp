@@ -662,9 +662,7 @@ TEST(Granularity, TheTrialOfFinerCutsKeepsResults) {
 // first needed, and kept in the cache folder: a later context reads them (and so chooses as
 // the first did) without the probe.
 TEST(Granularity, TheBaselineIsMeasuredOnceAndKept) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("gridspan-granularity-" + std::to_string(test::base_seed()));
-  std::filesystem::remove_all(dir);
+  const auto dir = fresh_folder("granularity");
   gs::Config c = test::quiet_config(1);
   c.cache_dir = dir.string();
   auto probed = [](const gs::Context& ctx) {
