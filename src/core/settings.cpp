@@ -67,8 +67,8 @@ const std::vector<Setting> kSettings = {
      "measured when first needed",
      "measured", 0, 1000000},
     {"GRIDSPAN_FINER_CUTS", K::flag, &C::finer_cuts,
-     "on cpu devices, automatic work tries a kernel's superblocks cut finer once timed, and "
-     "keeps the cut while it runs a thread faster (cache effects)",
+     "on cpu devices, automatic work tries a kernel's superblocks cut finer, and keeps the cut "
+     "while its launches complete more often (cache effects, gaps between launches)",
      "on"},
     {"GRIDSPAN_COST_HISTORY", K::flag, &C::cost_history,
      "automatic granularity keeps each kernel's measured costs in the cache folder, and a later "

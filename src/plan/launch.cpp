@@ -187,6 +187,7 @@ class Planner::Launch {
     ex.arrays.resize(np_);
     ex.scalars = spec_.scalars;
     ex.scalar_offsets = spec_.scalar_offsets;  // shared, not copied
+    ex.clock = spec_.clock;
     std::vector<int> atomic_params;
     for (const Access& acc : pl_.accesses_[s])
       resolve(acc, exec, ex.arrays[acc.param], atomic_params);

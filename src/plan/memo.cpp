@@ -52,7 +52,8 @@ LaunchKey::LaunchKey(const LaunchSpec& spec)
       threads(spec.threads),
       block(spec.block),
       superblocks(spec.superblocks),
-      int_scalars(spec.int_scalars) {
+      int_scalars(spec.int_scalars),
+      clock(spec.clock) {
   arrays.reserve(spec.arrays.size());
   for (const ArrayMeta* a : spec.arrays) arrays.emplace_back(a, a ? a->id : 0);
 }
@@ -60,7 +61,8 @@ LaunchKey::LaunchKey(const LaunchSpec& spec)
 bool LaunchKey::matches(const LaunchSpec& spec) const {
   if (executable != spec.executable.get() || annotation != spec.annotation ||
       !(threads == spec.threads) || !(block == spec.block) || int_scalars != spec.int_scalars ||
-      arrays.size() != spec.arrays.size() || !same_superblocks(superblocks, spec.superblocks))
+      clock != spec.clock || arrays.size() != spec.arrays.size() ||
+      !same_superblocks(superblocks, spec.superblocks))
     return false;
   for (std::size_t p = 0; p < arrays.size(); ++p) {
     const ArrayMeta* a = spec.arrays[p];

@@ -37,6 +37,7 @@ struct LaunchKey {
   std::vector<Superblock> superblocks;
   std::vector<std::pair<const ArrayMeta*, uint64_t>> arrays;  // the id: addresses are reused
   std::vector<int64_t> int_scalars;
+  uint32_t clock = 0;
   explicit LaunchKey(const LaunchSpec& spec);
   /// Whether `spec` is this launch (compared in place: nothing is copied).
   bool matches(const LaunchSpec& spec) const;

@@ -51,6 +51,9 @@ struct LaunchSpec {
   std::vector<int64_t> int_scalars;      // per parameter; integer scalar values (else 0)
   std::shared_ptr<const std::vector<unsigned char>> scalars;
   std::shared_ptr<const std::vector<uint32_t>> scalar_offsets;  // per parameter
+  /// The launch clock its tasks tick as they end (runtime::LaunchClocks), or 0: set with
+  /// the superblocks by automatic work while it tries finer cuts.
+  uint32_t clock = 0;
 
   /// As new, keeping its vectors' memory (core/scratch.hpp borrows specs so).
   void clear() {
@@ -63,6 +66,7 @@ struct LaunchSpec {
     int_scalars.clear();
     scalars.reset();
     scalar_offsets.reset();
+    clock = 0;
   }
 };
 

@@ -128,6 +128,7 @@ struct Execute {
   std::vector<ExecArg> arrays;  // per parameter (scalars: chunk.id 0)
   std::shared_ptr<const std::vector<unsigned char>> scalars;    // packed scalar values
   std::shared_ptr<const std::vector<uint32_t>> scalar_offsets;  // per parameter
+  uint32_t clock = 0;  // the launch clock its end ticks (a trial of finer cuts), or 0
   /// Whether `o` runs the same launch (executable, block, grid and scalar values), so that
   /// the two may run as one batch (Executable::run_batch).
   bool same_launch(const Execute& o) const {
@@ -223,8 +224,6 @@ class Executable {
   }
   /// Runs so far, counted by the cost model to choose which to time (runtime/cost.hpp).
   mutable std::atomic<uint32_t> runs{0};
-  /// Every run is timed while set (a trial of finer cuts is measuring it, granularity.hpp).
-  mutable std::atomic<bool> trying{false};
 };
 
 /// The tasks one call produced, and the barrier that completes when all of them have.

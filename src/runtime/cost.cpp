@@ -30,7 +30,7 @@ CostModel::Estimate CostModel::of(const Class& c) {
 
 bool CostModel::should_time(const plan::Executable& e) {
   const uint32_t n = e.runs.fetch_add(1, std::memory_order_relaxed);
-  return n < kFirst || n % kEvery == 0 || e.trying.load(std::memory_order_relaxed);
+  return n < kFirst || n % kEvery == 0;
 }
 
 void CostModel::record(const plan::Executable& e, int64_t threads, std::size_t bytes,
@@ -112,32 +112,66 @@ std::string CostModel::history_path(const std::string& key) const {
   return fmt::format("{}/{}.txt", folder_, h.hex());
 }
 
-// A history file: "gridspan costs 1", the executable's key, then a line per size class:
-// class, samples, seconds, threads, bytes, share (the running means).
+// A history file: "gridspan costs 2", the executable's key, then a line per size class:
+// class, samples, seconds, threads, bytes, share (the running means); and a line per
+// settled cut: "cut", the launch, the factor.
 void CostModel::read_history(Entry& en) const {
   std::string text;
   if (!backend::jit::read_file(history_path(en.key), text)) return;
   std::istringstream in(text);
-  std::string head, key;
+  std::string head, key, line;
   std::getline(in, head);
   std::getline(in, key);
-  std::map<int, Class> read;
-  int k = 0;
-  Class c;
-  while (in >> k >> c.samples >> c.seconds >> c.threads >> c.bytes >> c.share) {
-    if (k < 0 || k > 62 || c.samples <= 0 || !(c.seconds > 0) || !(c.threads >= 1) ||
-        !(c.bytes >= 0) || !(c.share >= 0) || !std::isfinite(c.seconds + c.threads + c.bytes))
-      break;
-    c.samples = std::min(c.samples, kHistorySamples);
-    c.earlier = true;
-    read[k] = c;
-  }
-  if (head != "gridspan costs 1" || key != en.key || !(in >> std::ws).eof()) {
+  Entry read;
+  std::map<int, Class> classes;
+  bool whole = head == "gridspan costs 2" && key == en.key;
+  while (whole && std::getline(in, line)) whole = read_line(line, read, classes);
+  if (!whole) {
     logging::debug("cost history of `{}`: {} is not one, left alone", en.name,
                    history_path(en.key));
     return;
   }
-  for (const auto& [klass, r] : read) en.classes.emplace(klass, r);  // this run's first
+  for (const auto& [klass, r] : classes) en.classes.emplace(klass, r);  // this run's first
+  for (const auto& [launch, f] : read.cuts) en.cuts.emplace(launch, f);
+}
+
+// One line of a history file into `read` (cuts) or `classes`; false if it is not one.
+bool CostModel::read_line(const std::string& line, Entry& read, std::map<int, Class>& classes) {
+  std::istringstream in(line);
+  std::string launch;
+  int64_t f = 0;
+  if (line.rfind("cut ", 0) == 0) {
+    if (!(in >> launch >> launch >> f) || f < 1 || !std::has_single_bit(uint64_t(f))) return false;
+    read.cuts[launch] = f;
+    return (in >> std::ws).eof();
+  }
+  int k = 0;
+  Class c;
+  if (!(in >> k >> c.samples >> c.seconds >> c.threads >> c.bytes >> c.share) || k < 0 || k > 62 ||
+      c.samples <= 0 || !(c.seconds > 0) || !(c.threads >= 1) || !(c.bytes >= 0) ||
+      !(c.share >= 0) || !std::isfinite(c.seconds + c.threads + c.bytes))
+    return false;
+  c.samples = std::min(c.samples, kHistorySamples);
+  c.earlier = true;
+  classes[k] = c;
+  return (in >> std::ws).eof();
+}
+
+std::optional<int64_t> CostModel::settled_cut(const plan::Executable& e,
+                                              const std::string& launch) const {
+  std::lock_guard lock(mutex_);
+  const Entry* en = entry(e, false);
+  if (!en) return std::nullopt;
+  auto c = en->cuts.find(launch);
+  if (c == en->cuts.end()) return std::nullopt;
+  return c->second;
+}
+
+void CostModel::settle_cut(const plan::Executable& e, const std::string& launch, int64_t factor) {
+  std::lock_guard lock(mutex_);
+  Entry& en = *entry(e, true);
+  en.cuts[launch] = factor;
+  en.recorded = true;
 }
 
 void CostModel::save() const {
@@ -145,10 +179,11 @@ void CostModel::save() const {
   if (folder_.empty()) return;
   for (const auto& [e, en] : entries_) {
     if (!en.recorded || en.classes.empty()) continue;
-    std::string text = "gridspan costs 1\n" + en.key + "\n";
+    std::string text = "gridspan costs 2\n" + en.key + "\n";
     for (const auto& [k, c] : en.classes)
       text += fmt::format("{} {} {:.9g} {:.9g} {:.9g} {:.9g}\n", k, c.samples, c.seconds, c.threads,
                           c.bytes, c.share);
+    for (const auto& [launch, f] : en.cuts) text += fmt::format("cut {} {}\n", launch, f);
     try {
       backend::jit::make_dirs(folder_);
       backend::jit::write_file_atomically(history_path(en.key), text);
@@ -173,6 +208,47 @@ std::vector<KernelCost> CostModel::report() const {
     return std::tie(a.kernel, a.threads) < std::tie(b.kernel, b.threads);
   });
   return out;
+}
+
+void LaunchClocks::open(uint32_t id, int64_t tasks) {
+  std::lock_guard lock(mutex_);
+  auto [c, made] = clocks_.try_emplace(id, Clock{tasks, {}});
+  if (!made && c->second.tasks != tasks) c->second = Clock{tasks, {}};  // another launch
+}
+
+void LaunchClocks::close(uint32_t id) {
+  std::lock_guard lock(mutex_);
+  clocks_.erase(id);
+}
+
+void LaunchClocks::close_all() {
+  std::lock_guard lock(mutex_);
+  clocks_.clear();
+}
+
+void LaunchClocks::tick(uint32_t id) {
+  const double now =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  std::lock_guard lock(mutex_);
+  auto c = clocks_.find(id);
+  if (c == clocks_.end()) return;
+  std::vector<double>& ends = c->second.ends;
+  if (ends.size() == kMostTicks) ends.erase(ends.begin(), ends.begin() + kMostTicks / 2);
+  ends.push_back(now);
+}
+
+std::optional<double> LaunchClocks::period(uint32_t id) const {
+  std::lock_guard lock(mutex_);
+  auto c = clocks_.find(id);
+  if (c == clocks_.end() || c->second.tasks <= 0) return std::nullopt;
+  const std::size_t n = std::size_t(c->second.tasks);
+  const std::vector<double>& ends = c->second.ends;
+  if (ends.size() < n * (1 + kLaunches)) return std::nullopt;
+  std::vector<double> windows;
+  for (std::size_t k = n; k + n < ends.size(); ++k) windows.push_back(ends[k + n] - ends[k]);
+  auto mid = windows.begin() + std::ptrdiff_t(windows.size() / 2);
+  std::nth_element(windows.begin(), mid, windows.end());
+  return *mid;
 }
 
 void ShareClock::advance(Time now) {

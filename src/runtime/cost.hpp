@@ -25,13 +25,46 @@
 
 namespace gridspan::runtime {
 
+/// What a trial of finer cuts compares (granularity.hpp): how often a launch of a kernel
+/// completes, whatever the gaps between its tasks. A launch on trial carries a clock
+/// (plan::Execute::clock); the worker ticks it as each of its tasks ends, and the ends of a
+/// launch's tasks, `tasks` of them on this process, give its period.
+class LaunchClocks {
+ public:
+  /// The first launch's ticks are left out (its tasks share the devices with the launches
+  /// before the cut changed); then this many launches are measured.
+  static constexpr int kLaunches = 3;
+  /// A clock of launches whose tasks on this process are `tasks` (again: kept as it is, or
+  /// started anew if the count differs).
+  void open(uint32_t id, int64_t tasks);
+  void close(uint32_t id);
+  void close_all();
+  /// A task of clock `id` ended now (ignored for a clock not open). Any thread.
+  void tick(uint32_t id);
+  /// The median over the ticks of the time in which `tasks` of them came: a launch's
+  /// period in a steady stream (a pause between launches moves few windows). None before
+  /// kLaunches launches were measured, or for a clock not open.
+  std::optional<double> period(uint32_t id) const;
+
+ private:
+  struct Clock {
+    int64_t tasks = 0;
+    std::vector<double> ends;  // seconds on the steady clock, in the order they came
+  };
+  static constexpr std::size_t kMostTicks = std::size_t(1) << 16;
+  mutable std::mutex mutex_;
+  std::map<uint32_t, Clock> clocks_;
+};
+
 class CostModel {
  public:
   /// The first runs of each executable are timed, then one in `kEvery` (StarPU trusts a
-  /// history model after 10 samples), or every run while it is `trying`.
+  /// history model after 10 samples).
   static constexpr uint32_t kFirst = 10, kEvery = 16;
   /// Whether to time the next run of `e` (counts its runs; any thread).
   static bool should_time(const plan::Executable& e);
+  /// The launch clocks of the kernels on trial.
+  LaunchClocks& clocks() { return clocks_; }
 
   /// A timed run of `threads` threads (a batch: all of its superblocks') whose chunks hold
   /// `bytes`: its wall time, and its share of the device's time (the same where it ran
@@ -64,10 +97,13 @@ class CostModel {
   /// recorded is written back when it ends (or at save()). Empty: kept in memory only.
   void keep_history(std::string folder);
   /// A class read from the history weighs as this many samples at most: an estimate uses it
-  /// at once, but a trial of finer cuts (which wants Granularity::kTrialSamples) compares
-  /// sizes only once this run has timed each, and its own samples soon outweigh a machine
-  /// that has changed.
+  /// at once, and this run's own samples soon outweigh a machine that has changed.
   static constexpr int kHistorySamples = 2;
+  /// The cut a trial of finer cuts settled on for the launch `launch` (a name alike in every
+  /// run) of `e`, kept with its history, so that later runs start there instead of trying
+  /// again; none before a trial settled.
+  std::optional<int64_t> settled_cut(const plan::Executable& e, const std::string& launch) const;
+  void settle_cut(const plan::Executable& e, const std::string& launch, int64_t factor);
   /// Writes the history of every executable that recorded since it was read (never throws;
   /// a folder that cannot be written is logged at debug).
   void save() const;
@@ -81,20 +117,23 @@ class CostModel {
   };
   static Estimate of(const Class& c);
   struct Entry {
-    std::string name, key;         // the executable's name and history_key()
-    std::map<int, Class> classes;  // by floor(log2(threads))
-    bool read = false;             // its history was looked for
-    bool recorded = false;         // a sample came since
+    std::string name, key;                // the executable's name and history_key()
+    std::map<int, Class> classes;         // by floor(log2(threads))
+    std::map<std::string, int64_t> cuts;  // settled_cut, by launch
+    bool read = false;                    // its history was looked for
+    bool recorded = false;                // a sample came since
   };
   /// The entry of `e`, its history read once there is a folder; null when it has no
   /// classes and `create` is false. Under mutex_.
   Entry* entry(const plan::Executable& e, bool create) const;
   void read_history(Entry& entry) const;
+  static bool read_line(const std::string& line, Entry& entry, std::map<int, Class>& read);
   std::string history_path(const std::string& key) const;
 
   mutable std::mutex mutex_;
   mutable std::map<const plan::Executable*, Entry> entries_;
   std::string folder_;
+  LaunchClocks clocks_;
 };
 
 /// The time a synchronous device gives each of its tasks. Tasks that run together on a

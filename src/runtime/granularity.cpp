@@ -8,12 +8,14 @@
 #include "runtime/granularity.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "backend/jit.hpp"
 #include "core/log.hpp"
@@ -485,6 +487,14 @@ std::vector<Superblock> split_each(const Launch& l, const std::vector<Superblock
 }
 
 // What identifies a launch to the memos: its kernel, geometry and integer scalars.
+// A launch alike in every run (for the cost history): `stable` but the executable's address,
+// and the count of superblocks the choice has.
+std::string launch_name(const std::vector<int64_t>& stable, std::size_t count) {
+  backend::jit::Hasher h;
+  h.add(fmt::format("{} {}", fmt::join(stable.begin() + 1, stable.end(), " "), count));
+  return h.hex();
+}
+
 std::vector<int64_t> launch_key(const plan::LaunchSpec& spec) {
   std::vector<int64_t> key{int64_t(reinterpret_cast<uintptr_t>(spec.executable.get()))};
   for (int a = 0; a < 3; ++a) key.push_back(spec.threads.get(a)), key.push_back(spec.block.get(a));
@@ -687,16 +697,25 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
                       choose_reported(spec, followable, pieces, worth, thread_pieces, seconds, est))
              .first;
   }
-  const int64_t f = finer(spec, stable, it->second.size(), threads);
+  uint32_t clock = 0;
+  const int64_t f = finer(spec, stable, it->second.size(), threads, clock);
   if (f == 1) {
     spec.superblocks = it->second;
-    return;
+  } else {
+    key.push_back(-f);  // the choice cut finer
+    auto cut = choices_.find(key);
+    if (cut == choices_.end())
+      cut = choices_.emplace(key, split_each(bound_launch(spec), it->second, f)).first;
+    spec.superblocks = cut->second;
   }
-  key.push_back(-f);  // the choice cut finer
-  auto cut = choices_.find(key);
-  if (cut == choices_.end())
-    cut = choices_.emplace(key, split_each(bound_launch(spec), it->second, f)).first;
-  spec.superblocks = cut->second;
+  // The launch's clock, its tasks on this process's devices counted (the planning
+  // process's devices come first). With none here, the trial cannot measure: it ends.
+  const int local = int(driver_.backend().devices().size());
+  const auto tasks = std::count_if(spec.superblocks.begin(), spec.superblocks.end(),
+                                   [&](const Superblock& s) { return s.device < local; });
+  if (clock && tasks == 0) trials_[stable].settled = true, clock = 0;
+  if (clock) driver_.costs().clocks().open(clock, tasks);
+  spec.clock = clock;
 }
 
 std::vector<Superblock> Granularity::choose_reported(
@@ -712,25 +731,22 @@ std::vector<Superblock> Granularity::choose_reported(
                                     est->earlier ? ", some in earlier runs" : "")
                       : "guessed from its arrays' bytes",
                   us(b.task_overhead)));
-  if (choices_.size() > 4096) choices_.clear(), trials_.clear();
+  if (choices_.size() > 4096) {
+    choices_.clear(), trials_.clear();
+    driver_.costs().clocks().close_all();
+  }
   return std::move(c.superblocks);
 }
 
-int64_t Granularity::finer_step(Trial& t, const std::optional<CostModel::Estimate>& now,
-                                const std::optional<CostModel::Estimate>& half, bool halving_ok) {
-  if (t.settled) return t.factor;
-  if (!now || now->samples < kTrialSamples) return t.factor;  // the current size first
+int64_t Granularity::finer_step(Trial& t, std::optional<double> now, std::optional<double> half,
+                                bool halving_ok) {
+  if (t.settled || !now) return t.factor;  // the current cut is measured first
   if (!halving_ok || t.factor * 2 > kMostFiner) {
     t.settled = true;
     return t.factor;
   }
-  if (!half || half->samples < kTrialSamples) {  // try half as large until it is measured
-    if (++t.launches <= kTrialLaunches) return t.factor * 2;
-    t.settled = true;  // never measured there (tasks of uneven sizes): keep what was
-    return t.factor;
-  }
-  t.launches = 0;
-  if (half->share_per_thread <= now->share_per_thread * (1 - kFinerGain))
+  if (!half) return t.factor * 2;  // half as large until it is measured
+  if (*half <= *now * (1 - kFinerGain))
     t.factor *= 2;
   else
     t.settled = true;
@@ -738,31 +754,57 @@ int64_t Granularity::finer_step(Trial& t, const std::optional<CostModel::Estimat
 }
 
 int64_t Granularity::finer(const plan::LaunchSpec& spec, const std::vector<int64_t>& stable,
-                           std::size_t count, int64_t threads) {
+                           std::size_t count, int64_t threads, uint32_t& clock) {
+  clock = 0;
   if (count == 0 || !driver_.config().finer_cuts ||
       driver_.backend().devices().front()->asynchronous())
     return 1;
   Trial& t = trials_[stable];
   if (t.settled) return t.factor;
+  CostModel& costs = driver_.costs();
+  const std::string name = launch_name(stable, count);
+  if (t.serial == 0 && settled_earlier(t, spec, name)) return t.factor;
+  auto clock_of = [&t](int64_t factor) {
+    return t.serial * 8 + uint32_t(std::bit_width(uint64_t(factor)));
+  };
   const int64_t per = threads / (int64_t(count) * t.factor);
-  const CostModel& costs = driver_.costs();
-  auto now = costs.measured(*spec.executable, per);
-  auto half = costs.measured(*spec.executable, per / 2);
+  const auto est = costs.estimate(*spec.executable, per / 2);
   const bool halving_ok =
-      per / 2 >= spec.block.volume() && now &&
-      now->seconds_per_thread * double(per / 2) >= kOverheads * baseline_.task_overhead;
+      per / 2 >= spec.block.volume() && est &&
+      est->seconds_per_thread * double(per / 2) >= kOverheads * baseline_.task_overhead;
+  LaunchClocks& clocks = costs.clocks();
+  const auto now = clocks.period(clock_of(t.factor));
+  const auto half = clocks.period(clock_of(2 * t.factor));
   const Trial before = t;
   const int64_t f = finer_step(t, now, half, halving_ok);
-  spec.executable->trying.store(!t.settled, std::memory_order_relaxed);  // time every run
-  if (t.factor != before.factor || t.settled)
+  if (t.factor != before.factor || t.settled) {
+    clocks.close(clock_of(before.factor));
+    if (t.settled) clocks.close(clock_of(2 * before.factor));
+    if (t.settled) costs.settle_cut(*spec.executable, name, t.factor);
     report(fmt::format(
-        "automatic work for `{}` over threads {}: tasks of {} threads cost their device {:.3f} "
-        "ns a thread{}; {}",
-        spec.executable->name(), spec.threads.str(), per, now->share_per_thread * 1e9,
-        half ? fmt::format(", of {} threads {:.3f} ns", per / 2, half->share_per_thread * 1e9) : "",
-        t.settled ? fmt::format("superblocks cut in {} (settled)", t.factor)
-                  : fmt::format("superblocks cut in {}, trying {}", t.factor, t.factor * 2)));
+        "automatic work for `{}` over threads {}: superblocks cut in {}: a launch every {}{}; {}",
+        spec.executable->name(), spec.threads.str(), before.factor,
+        now ? us(*now) : "(not measured)",
+        half ? fmt::format(", cut in {}: every {}", 2 * before.factor, us(*half)) : "",
+        t.settled ? fmt::format("cut in {} (settled)", t.factor)
+                  : fmt::format("cut in {}, trying {}", t.factor, t.factor * 2)));
+  }
+  if (!t.settled) clock = clock_of(f);
   return f;
+}
+
+// A new trial starts settled where one settled in an earlier run (the cost history), and
+// names its clocks.
+bool Granularity::settled_earlier(Trial& t, const plan::LaunchSpec& spec, const std::string& name) {
+  t.serial = ++serials_;
+  const auto earlier = driver_.costs().settled_cut(*spec.executable, name);
+  if (!earlier || *earlier > kMostFiner) return false;
+  t.factor = *earlier, t.settled = true;
+  report(
+      fmt::format("automatic work for `{}` over threads {}: superblocks cut in {}, where a "
+                  "trial in an earlier run settled",
+                  spec.executable->name(), spec.threads.str(), t.factor));
+  return true;
 }
 
 Granularity::Choice Granularity::choose(const plan::LaunchSpec& spec,

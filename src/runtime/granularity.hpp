@@ -79,28 +79,25 @@ class Granularity {
   /// The overhead and bandwidth, measured on the first call.
   const Baseline& baseline();
 
-  /// Cache effects (the DAHL post: a task's time is not linear in its size). Once a
-  /// launch's superblocks have been timed (kTrialSamples runs in their size class; while a
-  /// trial is on, every run of its kernel is timed), its
-  /// superblocks are tried cut in two on their devices; the cut is kept while each halving
-  /// runs at least kFinerGain faster a thread, and tasks stay long enough for their
-  /// overhead; else the last size that paid is kept. Devices that time superblocks one by
-  /// one only (cpu devices; a GPU's superblocks run as one batch, whose time a cut does not
-  /// change).
-  static constexpr int kTrialSamples = 4;
+  /// Cache effects and gaps (the DAHL post: a task's time is not linear in its size; and
+  /// smaller tasks of one launch may start while the last ones of the launch before still
+  /// run). A launch's superblocks are tried cut in two on their devices: the launches at
+  /// each cut tick a launch clock (LaunchClocks), and the cut is kept while each halving
+  /// completes launches at least kFinerGain more often, and tasks stay long enough for
+  /// their overhead; else the last cut that paid is kept. Devices that run superblocks one
+  /// by one only (cpu devices; a GPU's superblocks run as one batch).
   static constexpr double kFinerGain = 0.08;
-  static constexpr int64_t kMostFiner = 16;   // at most this many pieces a superblock
-  static constexpr int kTrialLaunches = 256;  // a size not measured by then is given up
+  static constexpr int64_t kMostFiner = 16;  // at most this many pieces a superblock
   struct Trial {
     int64_t factor = 1;  // each superblock of the launch's choice cut in this many
     bool settled = false;
-    int launches = 0;  // launches at the size being tried
+    uint32_t serial = 0;  // names its clocks
   };
-  /// The factor to cut by now, from what a thread cost its device (share_per_thread) at
-  /// tasks of the current size (`now`) and of half of it (`half`); `halving_ok`: tasks half as
-  /// large would still be long enough. Advances `t`.
-  static int64_t finer_step(Trial& t, const std::optional<CostModel::Estimate>& now,
-                            const std::optional<CostModel::Estimate>& half, bool halving_ok);
+  /// The factor to cut by now, from the launch periods measured at the current cut (`now`)
+  /// and at one twice as fine (`half`); `halving_ok`: tasks half as large would still be
+  /// long enough. Advances `t`.
+  static int64_t finer_step(Trial& t, std::optional<double> now, std::optional<double> half,
+                            bool halving_ok);
 
  private:
   struct Choice;
@@ -118,9 +115,11 @@ class Granularity {
                                           bool worth, int64_t thread_pieces, double seconds,
                                           const std::optional<CostModel::Estimate>& est);
   /// The factor the launch's `count` superblocks (of `threads` threads in all) are cut by
-  /// now (Trial, under mutex_); `stable` identifies the launch and its chunks.
+  /// now (Trial, under mutex_); `stable` identifies the launch and its chunks. `clock`: the
+  /// launch clock of the launch at that cut, 0 once the trial is settled.
   int64_t finer(const plan::LaunchSpec& spec, const std::vector<int64_t>& stable, std::size_t count,
-                int64_t threads);
+                int64_t threads, uint32_t& clock);
+  bool settled_earlier(Trial& t, const plan::LaunchSpec& spec, const std::string& name);
   int64_t rows_per_chunk(DType dtype, const Dim& shape);  // memoized per shape and size
   /// The rows a chunk of a memory-bound array of `rows` rows takes (under mutex_).
   int64_t shared_cut(int64_t rows, int64_t per, int64_t align);
@@ -137,6 +136,7 @@ class Granularity {
   std::map<int64_t, int64_t> bound_rows_;
   std::set<std::vector<int64_t>> kept_cuts_;      // launches recuts() found nothing to cut in
   std::map<std::vector<int64_t>, Trial> trials_;  // by launch and chunks
+  uint32_t serials_ = 0;
   std::array<std::shared_ptr<const plan::Executable>, kMaxRank>
       copiers_;  // recut, by rank           // by row count: the finest cut the memory bound
 };

@@ -107,7 +107,8 @@ void write_trace_file(const std::string& path, const std::vector<RankTrace>& ran
     std::ofstream out(path);
     out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
     if (!out)
-      logging::warn("could not write the trace to GRIDSPAN_TRACE='{}': {}", path, std::strerror(errno));
+      logging::warn("could not write the trace to GRIDSPAN_TRACE='{}': {}", path,
+                    std::strerror(errno));
   } catch (const std::exception& e) {
     logging::warn("could not write the trace to GRIDSPAN_TRACE='{}': {}", path, e.what());
   }

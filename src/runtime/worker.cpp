@@ -1031,6 +1031,7 @@ void Worker::run_sampled(Node* node) {
   if (!e) return run_payload(node);
   run_measured(*e->executable, e->blocks.volume() * e->block.volume(), node->staged_bytes,
                node->task.device, [&] { run_payload(node); });
+  if (e->clock) costs_->clocks().tick(e->clock);
 }
 
 // A GPU times a sampled run's operations with its events and reports after they end. On a

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -164,6 +165,8 @@ TEST(Granularity, TheCostModelKeepsItsHistory) {
     CostModel m;
     m.keep_history(dir.string());
     for (int k = 0; k < 20; ++k) m.record(e, 1024, 4096, seconds, seconds / 2);
+    m.settle_cut(e, "launch-a", 4);
+    EXPECT_EQ(m.settled_cut(e, "launch-a"), 4);
   }  // written as it ends
   ASSERT_EQ(std::distance(std::filesystem::directory_iterator(dir),
                           std::filesystem::directory_iterator()),
@@ -179,6 +182,9 @@ TEST(Granularity, TheCostModelKeepsItsHistory) {
     EXPECT_NEAR(got->share_per_thread, seconds / 2048, seconds / 2048 * 1e-6);
     EXPECT_EQ(got->threads, 1024);
     EXPECT_FALSE(m.measured(other, 1024).has_value());
+    EXPECT_EQ(m.settled_cut(e, "launch-a"), 4);
+    EXPECT_FALSE(m.settled_cut(e, "launch-b").has_value());
+    EXPECT_FALSE(m.settled_cut(other, "launch-a").has_value());
     EXPECT_FALSE(m.measured(e, 64).has_value());    // another class
     EXPECT_TRUE(m.estimate(e, 64).has_value());     // the nearest class measured
     m.record(e, 1024, 4096, 3 * seconds, seconds);  // a third sample weighs 1/3
@@ -187,13 +193,13 @@ TEST(Granularity, TheCostModelKeepsItsHistory) {
   }
   CostModel none;
   EXPECT_FALSE(none.measured(e, 1024).has_value());
-  for (const auto& f : std::filesystem::directory_iterator(dir)) {
-    std::ofstream(f.path()) << "gridspan costs 1\nhistory_e\n10 3 nonsense\n";
-  }
-  {
+  for (const char* bad : {"10 3 nonsense\n", "10 3 1e-3 1024 4096 1e-3\ncut launch-a 3\n"}) {
+    for (const auto& f : std::filesystem::directory_iterator(dir))
+      std::ofstream(f.path()) << "gridspan costs 2\nhistory_e\n" << bad;
     CostModel m;
     m.keep_history(dir.string());
-    EXPECT_FALSE(m.measured(e, 1024).has_value());
+    EXPECT_FALSE(m.measured(e, 1024).has_value()) << bad;
+    EXPECT_FALSE(m.settled_cut(e, "launch-a").has_value()) << bad;
   }
   {
     CostModel m;
@@ -204,24 +210,77 @@ TEST(Granularity, TheCostModelKeepsItsHistory) {
   std::filesystem::remove_all(dir);
 }
 
-// The first kFirst runs of an executable are timed, then one in kEvery, and every run while
-// a trial of finer cuts is measuring it.
-TEST(Granularity, EveryRunOfAKernelOnTrialIsTimed) {
+// The first kFirst runs of an executable are timed, then one in kEvery.
+TEST(Granularity, TheFirstRunsOfAKernelAreTimedThenASample) {
   using runtime::CostModel;
   auto body = [](const plan::ExecFrame&, const GsArrayArg*, const void* const*) {};
   const runtime::NativeExecutable e("timed_e", {}, body);
   int timed = 0;
   for (uint32_t n = 0; n < 10 * CostModel::kEvery; ++n) timed += CostModel::should_time(e);
   EXPECT_EQ(timed, int(CostModel::kFirst) + 10 - 1);  // 0..9, then 16, 32, ..., 144
-  e.trying.store(true);
-  timed = 0;
-  for (uint32_t n = 0; n < 3 * CostModel::kEvery; ++n) timed += CostModel::should_time(e);
-  EXPECT_EQ(timed, int(3 * CostModel::kEvery));
+}
+
+// A launch clock's period: the median time over which a launch's count of tasks ended,
+// once kLaunches launches came after the first; a pause between launches does not move it,
+// and ticks of clocks not open are ignored.
+TEST(Granularity, ALaunchClockMeasuresHowOftenLaunchesComplete) {
+  using runtime::LaunchClocks;
+  using namespace std::chrono_literals;
+  LaunchClocks clocks;
+  constexpr int tasks = 3;
+  clocks.open(7, tasks);
+  clocks.tick(8);  // not open
+  auto launch = [&] {
+    for (int k = 0; k < tasks; ++k) clocks.tick(7);
+    std::this_thread::sleep_for(2ms);
+  };
+  for (int l = 0; l < LaunchClocks::kLaunches; ++l) {
+    EXPECT_FALSE(clocks.period(7)) << l;
+    launch();
+  }
+  EXPECT_FALSE(clocks.period(7));  // the first launch is left out
+  launch();
+  std::this_thread::sleep_for(30ms);  // a pause, as between a benchmark's rounds
+  for (int l = 0; l < 4; ++l) launch();
+  const auto p = clocks.period(7);
+  ASSERT_TRUE(p);
+  EXPECT_GE(*p, 0.002);
+  EXPECT_LT(*p, 0.025);
+  EXPECT_FALSE(clocks.period(8));
+  clocks.open(7, tasks);  // already open: kept as it is
+  EXPECT_TRUE(clocks.period(7));
+  clocks.open(7, 2 * tasks);  // launches of other tasks: measured anew
+  EXPECT_FALSE(clocks.period(7));
+  for (int l = 0; l < 2 * (1 + LaunchClocks::kLaunches); ++l) launch();
+  EXPECT_TRUE(clocks.period(7));
+  clocks.close(7);
+  EXPECT_FALSE(clocks.period(7));
+}
+
+// Makes the cut a trial settled on in a history file of `cache` `factor`; false if no file
+// holds one.
+bool set_settled_cut(const std::filesystem::path& cache, int factor) {
+  for (const auto& file : history_files(cache)) {
+    std::ifstream in(file);
+    std::string text, line;
+    bool found = false;
+    while (std::getline(in, line)) {
+      if (line.rfind("cut ", 0) == 0) {
+        line = line.substr(0, line.rfind(' ') + 1) + std::to_string(factor);
+        found = true;
+      }
+      text += line + "\n";
+    }
+    in.close();
+    if (found) return bool(std::ofstream(file) << text);
+  }
+  return false;
 }
 
 // A context keeps what its kernels cost in the cache folder: a later context's first
-// launch of the heavy kernel starts from it and spreads over both devices at once, with
-// the same results; with the history off, the first launch is the guess again.
+// launch of the heavy kernel starts from it and spreads over both devices at once, and at
+// the cut its trial of finer cuts settled on, with the same results; with the history off,
+// the first launch is the guess again.
 TEST(Granularity, ALaterRunStartsFromTheCostsEarlierRunsMeasured) {
   const auto cache = fresh_folder("history-runs");
   gs::Config c = fixed(2);
@@ -235,8 +294,8 @@ TEST(Granularity, ALaterRunStartsFromTheCostsEarlierRunsMeasured) {
     for (int64_t r = 0; r < rounds; ++r) x = x * 0.999f + 0.001f;
     want[i] = x;
   }
-  // The Execute tasks of the first launch of a context.
-  auto first_launch = [&](const gs::Config& config) {
+  // The Execute tasks of the first of `launches` launches of a context.
+  auto first_launch = [&](const gs::Config& config, int launches = 4) {
     gs::Context ctx(config);
     ctx.keep_plans(true);
     auto k = ctx.compile(gs::KernelDef::from_source(kHeavy, "heavy")
@@ -248,7 +307,8 @@ TEST(Granularity, ALaterRunStartsFromTheCostsEarlierRunsMeasured) {
     std::size_t count = 0;
     for (auto at = dot.find("heavy"); at != std::string::npos; at = dot.find("heavy", at + 1))
       ++count;
-    for (int r = 0; r < 3; ++r) k.launch({n}, {256}, gs::work::automatic(), n, rounds, out, in);
+    for (int r = 1; r < launches; ++r)  // one at a time: each plan knows the last's times
+      k.launch({n}, {256}, gs::work::automatic(), n, rounds, out, in).wait();
     const auto got = out.to_vector();
     for (int64_t i = 0; i < n; ++i)
       EXPECT_NEAR(got[i], want[i], 1e-4f * std::max(1.0f, std::abs(want[i]))) << i;
@@ -256,7 +316,10 @@ TEST(Granularity, ALaterRunStartsFromTheCostsEarlierRunsMeasured) {
   };
   EXPECT_EQ(first_launch(c), 1u);  // guessed: stays where its arrays are
   EXPECT_GE(history_files(cache).size(), 1u);
-  EXPECT_EQ(first_launch(c), 2u);  // measured in the run before
+  EXPECT_EQ(first_launch(c, 40), 2u);  // measured in the run before; a trial of finer cuts
+  // A later run starts where the trial settled (made 8 here, so that it shows).
+  ASSERT_TRUE(set_settled_cut(cache, 8));
+  EXPECT_EQ(first_launch(c, 1), 16u);
   gs::Config off = c;
   off.cost_history = false;
   EXPECT_EQ(first_launch(off), 1u);
@@ -565,45 +628,34 @@ TEST(Granularity, ASmallLaunchStaysWhereItsArraysAre) {
   EXPECT_FALSE(G::moving_pays(40e-6, 1, 64, 4, b));           // one piece gains nothing
 }
 
-// Cache effects: once the current size is measured, half of it is tried; it is kept while
-// each halving runs a thread at least kFinerGain faster, and the search stops where one
-// does not, where tasks would be too short, at kMostFiner, or where half is never measured.
-TEST(Granularity, CacheEffectsCutSuperblocksFinerWhileItPays) {
+// Finer cuts: once the current cut's launch period is measured, a cut twice as fine is
+// tried; it is kept while each halving completes launches at least kFinerGain more often,
+// and the search stops where one does not, where tasks would be too short, or at
+// kMostFiner. Until a cut is measured, it is kept.
+TEST(Granularity, FinerCutsAreKeptWhileLaunchesCompleteMoreOften) {
   using G = runtime::Granularity;
-  auto at = [](double ns, int samples) {
-    return std::optional<runtime::CostModel::Estimate>(
-        runtime::CostModel::Estimate{ns * 1e-9, 0, 0, samples, ns * 1e-9});
-  };
-  const std::optional<runtime::CostModel::Estimate> none;
+  const std::optional<double> none;
   G::Trial t;
-  EXPECT_EQ(G::finer_step(t, none, none, true), 1);
-  EXPECT_EQ(G::finer_step(t, at(10, G::kTrialSamples - 1), none, true), 1);
-  EXPECT_EQ(G::finer_step(t, at(10, G::kTrialSamples), none, true), 2);  // tried
-  EXPECT_EQ(G::finer_step(t, at(10, G::kTrialSamples), at(8, 1), true), 2);
+  EXPECT_EQ(G::finer_step(t, none, none, true), 1);  // the current cut is measured first
+  EXPECT_EQ(G::finer_step(t, 10.0, none, true), 2);  // then half is tried
+  EXPECT_EQ(G::finer_step(t, 10.0, none, true), 2);
   EXPECT_EQ(t.factor, 1);
-  EXPECT_EQ(G::finer_step(t, at(10, G::kTrialSamples), at(8, G::kTrialSamples), true), 2);
-  EXPECT_EQ(t.factor, 2);  // 20% faster: kept
+  EXPECT_EQ(G::finer_step(t, 10.0, 8.0, true), 2);
+  EXPECT_EQ(t.factor, 2);  // 20% more often: kept
   EXPECT_FALSE(t.settled);
-  EXPECT_EQ(G::finer_step(t, at(8, 9), none, true), 4);
-  EXPECT_EQ(G::finer_step(t, at(8, 9), at(8 * (1 - G::kFinerGain / 2), 9), true), 2);
-  EXPECT_TRUE(t.settled);  // 4% faster: not enough
-  EXPECT_EQ(G::finer_step(t, at(8, 9), at(1, 9), true), 2);
+  EXPECT_EQ(G::finer_step(t, 8.0, none, true), 4);
+  EXPECT_EQ(G::finer_step(t, 8.0, 8.0 * (1 - G::kFinerGain / 2), true), 2);
+  EXPECT_TRUE(t.settled);  // 4% more often: not enough
+  EXPECT_EQ(G::finer_step(t, 8.0, 1.0, true), 2);
 
   G::Trial short_tasks;
-  EXPECT_EQ(G::finer_step(short_tasks, at(10, 9), none, false), 1);
+  EXPECT_EQ(G::finer_step(short_tasks, 10.0, none, false), 1);
   EXPECT_TRUE(short_tasks.settled);
 
-  G::Trial unmeasured;
-  for (int i = 0; i < G::kTrialLaunches; ++i)
-    ASSERT_EQ(G::finer_step(unmeasured, at(10, 9), none, true), 2) << i;
-  EXPECT_EQ(G::finer_step(unmeasured, at(10, 9), none, true), 1);
-  EXPECT_TRUE(unmeasured.settled);
-
   G::Trial faster;
-  for (int64_t f = 1; f < G::kMostFiner; f *= 2) {
-    ASSERT_EQ(G::finer_step(faster, at(10.0 / double(f), 9), at(5.0 / double(f), 9), true), 2 * f);
-  }
-  EXPECT_EQ(G::finer_step(faster, at(1, 9), at(0.1, 9), true), G::kMostFiner);
+  for (int64_t f = 1; f < G::kMostFiner; f *= 2)
+    ASSERT_EQ(G::finer_step(faster, 10.0 / double(f), 5.0 / double(f), true), 2 * f);
+  EXPECT_EQ(G::finer_step(faster, 1.0, 0.1, true), G::kMostFiner);
   EXPECT_TRUE(faster.settled);
 }
 
@@ -655,7 +707,7 @@ TEST(Granularity, TheTrialOfFinerCutsKeepsResults) {
   int64_t tasks = 0;
   for (const gs::KernelCost& kc : ctx.kernel_costs())
     if (kc.kernel == "scale") tasks += kc.samples;
-  EXPECT_GE(tasks, runtime::Granularity::kTrialSamples) << "the superblocks were timed";
+  EXPECT_GE(tasks, int64_t(runtime::CostModel::kFirst)) << "the superblocks were timed";
 }
 
 // Unset, the overhead and bandwidth are measured once per machine, with the probe, when

@@ -72,9 +72,9 @@ struct Config {
   /// for a run that chooses the same every time. 0 = measured.
   int task_overhead_us = 0;
   std::size_t device_bandwidth = 0;
-  /// On cpu devices, work::automatic tries a launch's superblocks cut finer once their
-  /// times are measured, and keeps the cut while each halving runs a thread faster (cache
-  /// effects; GRIDSPAN_FINER_CUTS). Off: the same choice every time.
+  /// On cpu devices, work::automatic tries a launch's superblocks cut finer, and keeps the
+  /// cut while each halving makes its launches complete more often (cache effects, gaps
+  /// between launches; GRIDSPAN_FINER_CUTS). Off: the same choice every time.
   bool finer_cuts = true;
   /// Automatic granularity keeps what it measured of each kernel in the cache folder (a
   /// file per kernel, as StarPU keeps its history models), and a later run starts each
