@@ -7,9 +7,12 @@
 // task a chunk); the figures are then per step. With --arrays, each step is the array
 // library's `y.assign(y * 0.5f + x)`: from the program (one library launch a step), or with
 // --inline K inside a native function on its arrays (NativeContext::array), K a task.
+// With --dot, each step is a whole reduction, `acc += gs::sum(y * x)` from the program, or
+// with --inline K, `d += gs::sum(y * x)` K times inside a native function into its
+// reduce(+) parameter.
 //
 //   bench_launch [--n 65536] [--chunks 1,4] [--launches 20000] [--runs 5] [--json out.json]
-//                [--waits-only] [--inline 1,8] [--arrays]
+//                [--waits-only] [--inline 1,8] [--arrays | --dot]
 #include <gridspan/gridspan.hpp>
 
 #include <CLI/CLI.hpp>
@@ -61,6 +64,21 @@ std::pair<std::vector<float>, std::vector<float>> inputs(int n) {
   std::vector<float> xs(n), ys(n);
   for (auto& v : xs) v = u(g);
   for (auto& v : ys) v = u(g);
+  return {xs, ys};
+}
+
+// x and y of +-1 whose dot product is exactly 1: every partial sum is a small integer, so
+// each sum in float is exact whatever its order.
+std::pair<std::vector<float>, std::vector<float>> dot_inputs(int n) {
+  std::mt19937 g(54321);
+  std::vector<float> zs(n), xs(n), ys(n);
+  for (int i = 0; i < n; ++i) zs[i] = i % 2 ? -1.0f : 1.0f;  // sums to 0 (n even) or 1
+  if (n % 2 == 0) zs[1] = 0;
+  std::shuffle(zs.begin(), zs.end(), g);
+  for (int i = 0; i < n; ++i) {
+    ys[i] = g() % 2 ? 1.0f : -1.0f;
+    xs[i] = zs[i] * ys[i];
+  }
   return {xs, ys};
 }
 
@@ -141,6 +159,38 @@ Figures time_launches(gs::Context& ctx, const Step& step, int n, int chunks, int
           wait_launch.empty() ? none : median(wait_launch) * 1e6};
 }
 
+// Microseconds per step of `launches` dot products (see --dot), then one wait, the median of
+// `runs`; `ok` false if a result is not exact.
+double time_dots(gs::Context& ctx, const gs::Kernel& native, int n, int chunks, int steps,
+                 int launches, int runs, bool& ok) {
+  const int per_chunk = (n + chunks - 1) / chunks;
+  const auto dist = gs::dist::rows(per_chunk);
+  const auto [xs, ys] = dot_inputs(n);
+  auto x = ctx.from_vector<float>(xs, {n}, dist);
+  auto y = ctx.from_vector<float>(ys, {n}, dist);
+  auto acc = ctx.scalar<float>(0.0f), d = ctx.scalar<float>(-777.0f);
+  int64_t made = 0;
+  auto step = [&] {
+    if (steps == 1)
+      acc += gs::sum(y * x), ++made;
+    else
+      native.launch({n}, {256}, gs::work::tiles({per_chunk}), n, steps, d, y, x);
+  };
+  for (int i = 0; i < 100; ++i) step();  // warm: compiled, chunks resident
+  ctx.synchronize();
+  std::vector<double> chain;
+  for (int r = 0; r < runs; ++r) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < launches; ++i) step();
+    ctx.synchronize();
+    chain.push_back(seconds_since(t0) / launches / steps);
+  }
+  const float got = steps == 1 ? acc.item() : d.item(), want = steps == 1 ? float(made) : steps;
+  if (got != want) std::fprintf(stderr, "dot: %g, expected %g\n", got, want);
+  ok = ok && got == want;
+  return median(chain) * 1e6;
+}
+
 // The chain's result on the host: each launch is y = y * 0.5 + x, in float as on a device
 // (0.5 is exact, so the one rounding per step matches a fused multiply-add's). y tends to
 // 2x, a fixed point it reaches well within 300 steps, so 300 stand for more.
@@ -166,7 +216,7 @@ int main(int argc, char** argv) {
   int n = 1 << 16, launches = 20000, runs = 5;
   std::vector<int> chunk_counts{1, 4}, inline_steps{1};
   std::string json_path;
-  bool waits_only = false, arrays = false;
+  bool waits_only = false, arrays = false, dot = false;
   app.add_option("--n", n, "elements per array");
   app.add_option("--chunks", chunk_counts, "chunks per array (each a run)")->delimiter(',');
   app.add_option("--launches", launches, "launches per timed chain");
@@ -179,6 +229,9 @@ int main(int argc, char** argv) {
   app.add_flag("--arrays", arrays,
                "each step the array library's y.assign(y * 0.5f + x): from the program, or "
                "with --inline inside a native function on its arrays");
+  app.add_flag("--dot", dot,
+               "each step a whole reduction, acc += gs::sum(y * x) from the program, or with "
+               "--inline inside a native function into its reduce(+) parameter");
   app.add_flag("--waits-only", waits_only,
                "only launches each followed by wait(), launches/4 per run (for a profiler)");
   CLI11_PARSE(app, argc, argv);
@@ -207,12 +260,33 @@ int main(int argc, char** argv) {
                                      },
                                      {"n", "steps", "y", "x"})
             .annotate("global i => readwrite y[i], read x[i]"));
+    auto dot_native =
+        ctx.compile(gs::NativeDef::from_function(
+                        "dot_steps",
+                        [](const gs::NativeContext& c, int, int steps, gs::Scalar<float> d,
+                           gs::Vector<const float> y, gs::Vector<const float> x) {
+                          auto da = c.array(d);
+                          const auto ya = c.array(y), xa = c.array(x);
+                          for (int s = 0; s < steps; ++s) da += gs::sum(ya * xa);  // inline
+                        },
+                        {"n", "steps", "d", "y", "x"})
+                        .annotate("global i => reduce(+) d, read y[i], read x[i]"));
     nlohmann::json out = {{"n", n}, {"launches", launches}, {"runs", runs}, {"results", {}}};
     std::printf("%-8s %-7s %10s %22s %22s %22s %14s\n", "chunks", "inline", "n", "chain [us/step]",
                 "launching thread [us]", "launch+wait [us]", "in launch [us]");
     bool ok = true;
     for (int steps : inline_steps)
       for (int chunks : chunk_counts) {
+        if (dot) {
+          const double us =
+              time_dots(ctx, dot_native, n, chunks, std::max(1, steps), launches, runs, ok);
+          std::printf("%-8d %-7d %10d %22.2f %-22s (dot)\n", chunks, std::max(1, steps), n, us, "");
+          out["results"].push_back({{"chunks", chunks},
+                                    {"inline_steps", std::max(1, steps)},
+                                    {"dot", true},
+                                    {"chain_us", us}});
+          continue;
+        }
         std::vector<float> y;
         int total = 0;
         const Step step{k, arrays ? array_native : native, std::max(1, steps), arrays};
