@@ -207,18 +207,20 @@ bool on_blocks(const Rect& region, const Dim& shape, const std::array<int64_t, k
   return shape.rank() > 0;
 }
 
-// Runs `p` over `region` (of its shape) inline: one element a thread. A region on the grid
-// of its blocks runs as those blocks of a launch over the whole shape: the same kernel,
-// grid and scalars in every task of a launch, so the tasks of a batch go as one launch
-// (runtime/inline.cpp). Any other region runs with its corner as parameters (`origin`).
+// Runs `p` over `region` (of its shape) inline: one element a thread, or on the cpu
+// backend a thread a block-wide line of the last axis (`looped`, a loop the compiler
+// vectorises, as the library's own cpu kernels). A region on the grid of its blocks runs as
+// those blocks of a launch over the whole shape: the same kernel, grid and scalars in every
+// task of a launch, so the tasks of a batch go as one launch (runtime/inline.cpp). Any other
+// region runs with its corner as parameters (`origin`), one element a thread.
 void run_over(const runtime::NativeScope& scope, Program& p, const Rect& region) {
   const int rank = p.shape.rank();
   Dim extent = Dim::of_rank(rank, 1), end = Dim::of_rank(rank, 1);
   for (int k = 0; k < rank; ++k) extent[k] = region.hi[k] - region.lo[k], end[k] = region.hi[k];
   const std::array<int64_t, kMaxRank> block = choose_block(extent, {0, 0, 0});
-  p.looped = false;
   p.unrolled = 0;
   p.origin = !on_blocks(region, p.shape, block);
+  p.looped = rank > 0 && !p.origin && scope.frame->dev->owner()->name() == "cpu";
   const Kernel& kernel = task_kernel(scope, p);
   const Dim space = p.origin ? extent : p.shape;  // the launch's threads, array axes
   Arguments args;
@@ -227,8 +229,14 @@ void run_over(const runtime::NativeScope& scope, Program& p, const Rect& region)
   for (const Leaf& l : p.leaves) args.view(l);
   for (const Scalar& s : p.scalars) args.scalar(s);
   for (int k = 0; p.origin && k < rank; ++k) args.integer(region.lo[k]);
-  const Dim threads = rank ? thread_dim(space, {space.get(0), space.get(1), space.get(2)}) : Dim{1};
-  const Dim tblock = rank ? thread_dim(space, block) : Dim{1};
+  std::array<int64_t, 3> counts{space.get(0), space.get(1), space.get(2)}, per_block = block;
+  if (p.looped) {  // blocks one thread (a line) wide along the last axis: the same grid
+    counts[rank - 1] = (space[rank - 1] + block[rank - 1] - 1) / block[rank - 1];
+    per_block[rank - 1] = 1;
+    args.integer(block[rank - 1]);
+  }
+  const Dim threads = rank ? thread_dim(space, counts) : Dim{1};
+  const Dim tblock = rank ? thread_dim(space, per_block) : Dim{1};
   const Dim grid = grid_of(threads, tblock);
   Rect blocks(grid.rank(), {0, 0, 0}, {grid.get(0), grid.get(1), grid.get(2)});
   for (int k = 0; !p.origin && k < rank; ++k) {  // array axis k is thread axis rank-1-k

@@ -166,6 +166,23 @@ GRIDSPAN_HD T lowest() {
   }
 }
 
+/// The identity of a GsReduceOp for T: x op identity == x.
+template <class T>
+GRIDSPAN_HD T identity(int32_t op) {
+  switch (op) {
+    case GS_MUL:
+      return T(1);
+    case GS_MIN:
+      return highest<T>();
+    case GS_MAX:
+      return lowest<T>();
+    case GS_AND:
+      return T(~0ull);
+    default:  // GS_ADD, GS_OR
+      return T(0);
+  }
+}
+
 // ---- conversions --------------------------------------------------------------------------
 template <class T>
 struct limits;
