@@ -600,10 +600,8 @@ Recut cut_as_superblocks(const Launch& whole, const std::vector<int>& followable
       }))
     return {};
   Recut out;
-  std::set<const plan::ArrayMeta*> seen;  // an array passed twice is cut once
   for (int p : followable) {
     const plan::ArrayMeta& a = *spec.arrays[p];
-    if (seen.count(&a)) continue;
     Launch w = whole;
     w.param = p;
     if (!a.automatic || a.chunks.size() != 1 || !walk_axes(w) || w.axis != l.axis) continue;
@@ -632,7 +630,6 @@ Recut cut_as_superblocks(const Launch& whole, const std::vector<int>& followable
                       return x.blocks == y.blocks && x.device == y.device;
                     }))
       continue;
-    seen.insert(&a);
     out.cuts.emplace_back(p, cut);
     out.why += fmt::format("{}`{}` {}", out.why.empty() ? "" : ", ", (*spec.params)[p].name,
                            a.shape.str());
