@@ -530,134 +530,17 @@ std::vector<Superblock> pick_principal(Launch& l, const std::vector<int>& follow
   return {};
 }
 
-// The superblocks that would follow `cut` of parameter p's array (`l` walking it), or none.
-std::vector<Superblock> follow_cut(const Launch& l, int p, const DataDistribution& cut,
-                                   int devices) {
-  plan::ArrayMeta proposed = *l.spec.arrays[p];
-  proposed.chunks.clear();
-  for (const ChunkSpec& c : cut.chunks(proposed.shape, devices))
-    proposed.chunks.push_back(plan::ChunkMeta{0, c.region, c.owned, c.device});
-  plan::LaunchSpec trial = l.spec;
-  trial.arrays[p] = &proposed;
-  return follow_chunks(Launch{trial, l.grid, l.all, l.bound, p, l.axis, l.along});
-}
-
-// Arrays to cut anew before a launch, and the reason logged.
-struct Recut {
-  std::vector<std::pair<int, DataDistribution>> cuts;
-  std::string why;
-};
-
-// The principal array the threads walk along an axis other than its rows (an ELL matrix's
-// columns), of several chunks the superblocks cannot follow: cut along that axis into as
-// many chunks, each a whole number of what a slab of blocks reads of it, with every
-// automatic array of its shape. None when the superblocks could not follow the cut either.
-Recut cut_along_walk(Launch& l, const std::vector<int>& followable, int devices) {
-  const plan::LaunchSpec& spec = l.spec;
-  for (int p : followable) {  // the largest a thread axis walks
-    l.param = p;
-    if (walk_axes(l)) break;
-    l.param = -1;
-  }
-  if (l.param < 0 || l.along == 0) return {};
-  const plan::ArrayMeta& m = *spec.arrays[l.param];
-  if (!m.automatic || m.chunks.size() < 2 || !follow_chunks(l).empty()) return {};
-  const int k = l.along;
-  const int64_t span = std::max<int64_t>(1, l.region(l.slab(0, 1)).extent(k));
-  const int64_t pieces = int64_t(m.chunks.size());
-  int64_t per = (m.shape[k] + pieces - 1) / pieces;
-  per = (per + span - 1) / span * span;
-  Dim chunk = m.shape;
-  chunk[k] = per;
-  const DataDistribution cut = dist::tiles(chunk).blocked();
-  if (follow_cut(l, l.param, cut, devices).empty()) return {};
-  Recut out;
-  std::set<const plan::ArrayMeta*> seen;  // an array passed twice is cut once
-  for (int p : followable) {
-    const plan::ArrayMeta* a = spec.arrays[p];
-    if (a->automatic && a->shape == m.shape && a->chunks.size() > 1 && seen.insert(a).second)
-      out.cuts.emplace_back(p, cut);
-  }
-  out.why = fmt::format(
-      "automatic distribution of `{}` {}: cut anew in chunks of {} along axis {} ({} chunks), "
-      "as kernel `{}` walks that axis with its threads ({} array(s) of that shape)",
-      (*spec.params)[l.param].name, m.shape.str(), chunk.str(), k, (m.shape[k] + per - 1) / per,
-      spec.executable->name(), out.cuts.size());
-  return out;
-}
-
-// Automatic arrays of one chunk (each too small a pass to be worth cutting on its own) that a
-// thread axis walks, in a launch whose superblocks follow another array's chunks over
-// several devices: cut as those superblocks, so that each finds its part of them on its
-// device instead of all but one reading or writing theirs on another (SpMV's vectors beside
-// its matrix cut in two). None when the superblocks would not follow the cut.
-Recut cut_as_superblocks(const Launch& whole, const std::vector<int>& followable, int devices) {
-  const plan::LaunchSpec& spec = whole.spec;
-  Launch l = whole;
-  const std::vector<Superblock> blocks = pick_principal(l, followable);
-  if (blocks.size() < 2 || std::all_of(blocks.begin(), blocks.end(), [&](const Superblock& b) {
-        return b.device == blocks.front().device;
-      }))
-    return {};
-  Recut out;
-  for (int p : followable) {
-    const plan::ArrayMeta& a = *spec.arrays[p];
-    Launch w = whole;
-    w.param = p;
-    if (!a.automatic || a.chunks.size() != 1 || !walk_axes(w) || w.axis != l.axis) continue;
-    // A chunk per superblock, from where its blocks start along the walked axis.
-    const int k = w.along;
-    std::vector<int64_t> starts{0};
-    for (std::size_t j = 1; j < blocks.size(); ++j) {
-      const Rect r = w.region(blocks[j].blocks);
-      if (r.empty() || r.lo[k] <= starts.back()) break;
-      starts.push_back(r.lo[k]);
-    }
-    if (starts.size() != blocks.size()) continue;
-    std::vector<ChunkSpec> chunks;
-    for (std::size_t j = 0; j < blocks.size(); ++j) {
-      Rect own = Rect::of_shape(a.shape);
-      own.lo[k] = starts[j];
-      own.hi[k] = j + 1 < starts.size() ? starts[j + 1] : a.shape[k];
-      chunks.push_back(ChunkSpec{own, own, blocks[j].device});
-    }
-    const DataDistribution cut =
-        dist::custom("as superblocks", [chunks](const Dim&, int) { return chunks; });
-    const std::vector<Superblock> followed = follow_cut(w, p, cut, devices);
-    if (followed.size() != blocks.size() ||
-        !std::equal(followed.begin(), followed.end(), blocks.begin(),
-                    [](const Superblock& x, const Superblock& y) {
-                      return x.blocks == y.blocks && x.device == y.device;
-                    }))
-      continue;
-    out.cuts.emplace_back(p, cut);
-    out.why += fmt::format("{}`{}` {}", out.why.empty() ? "" : ", ", (*spec.params)[p].name,
-                           a.shape.str());
-  }
-  if (!out.cuts.empty())
-    out.why = fmt::format(
-        "automatic distribution of {}: cut anew as the {} superblocks of kernel `{}` that "
-        "follow `{}`'s chunks over the devices, so that each has its part on its device",
-        out.why, blocks.size(), spec.executable->name(), (*spec.params)[l.param].name);
-  return out;
-}
-
 }  // namespace
 
 std::vector<std::pair<int, DataDistribution>> Granularity::recuts(const plan::LaunchSpec& spec) {
   const std::vector<int> followable = candidates(spec);
-  // Only an automatic array of several chunks and axes (cut_along_walk), or of one chunk on
-  // a machine of several devices (cut_as_superblocks), may be cut anew: most launches stop
+  // Only an automatic array of several chunks and axes may be cut anew: most launches stop
   // here, before the annotation is bound.
-  auto any = [&](int chunks) {
-    return std::any_of(followable.begin(), followable.end(), [&](int p) {
-      const plan::ArrayMeta& a = *spec.arrays[p];
-      return a.automatic &&
-             (chunks > 1 ? a.chunks.size() > 1 && a.shape.rank() > 1 : a.chunks.size() == 1);
-    });
-  };
-  const bool several = any(2), whole = driver_.device_count() > 1 && any(1);
-  if (!several && !whole) return {};
+  if (std::none_of(followable.begin(), followable.end(), [&](int p) {
+        const plan::ArrayMeta& a = *spec.arrays[p];
+        return a.automatic && a.chunks.size() > 1 && a.shape.rank() > 1;
+      }))
+    return {};
   // A launch found to keep its cuts is not looked at again (the same kernel, geometry and
   // arrays).
   std::vector<int64_t> key = launch_key(spec);
@@ -666,19 +549,54 @@ std::vector<std::pair<int, DataDistribution>> Granularity::recuts(const plan::La
     std::lock_guard lock(mutex_);
     if (kept_cuts_.count(key)) return {};
   }
-  Launch l = bound_launch(spec);
-  Recut cut;
-  const int devices = driver_.device_count();
-  if (several) cut = cut_along_walk(l, followable, devices);
-  if (cut.cuts.empty() && whole) cut = cut_as_superblocks(l, followable, devices);
-  std::lock_guard lock(mutex_);
-  if (cut.cuts.empty()) {
+  auto keep = [&] {
+    std::lock_guard lock(mutex_);
     if (kept_cuts_.size() > 4096) kept_cuts_.clear();
     kept_cuts_.insert(key);
-  } else {
-    report(cut.why);
+    return std::vector<std::pair<int, DataDistribution>>{};
+  };
+  Launch l = bound_launch(spec);
+  for (int p : followable) {  // the largest a thread axis walks
+    l.param = p;
+    if (walk_axes(l)) break;
+    l.param = -1;
   }
-  return cut.cuts;
+  if (l.param < 0 || l.along == 0) return keep();
+  const plan::ArrayMeta& m = *spec.arrays[l.param];
+  if (!m.automatic || m.chunks.size() < 2 || !follow_chunks(l).empty()) return keep();
+  // As many chunks as now, along the walked axis, each a whole number of what a slab of
+  // blocks reads of it.
+  const int k = l.along;
+  const int64_t span = std::max<int64_t>(1, l.region(l.slab(0, 1)).extent(k));
+  const int64_t pieces = int64_t(m.chunks.size());
+  int64_t per = (m.shape[k] + pieces - 1) / pieces;
+  per = (per + span - 1) / span * span;
+  Dim chunk = m.shape;
+  chunk[k] = per;
+  const DataDistribution cut = dist::tiles(chunk).blocked();
+  // Only a cut the superblocks can then follow (else every launch would cut anew).
+  plan::ArrayMeta proposed = m;
+  proposed.chunks.clear();
+  for (const ChunkSpec& c : cut.chunks(m.shape, driver_.device_count()))
+    proposed.chunks.push_back(plan::ChunkMeta{0, c.region, c.owned, c.device});
+  plan::LaunchSpec trial = spec;
+  trial.arrays[l.param] = &proposed;
+  if (follow_chunks(Launch{trial, l.grid, l.all, l.bound, l.param, l.axis, l.along}).empty())
+    return keep();
+  std::vector<std::pair<int, DataDistribution>> out;
+  std::set<const plan::ArrayMeta*> seen;  // an array passed twice is cut once
+  for (int p : followable) {
+    const plan::ArrayMeta* a = spec.arrays[p];
+    if (a->automatic && a->shape == m.shape && a->chunks.size() > 1 && seen.insert(a).second)
+      out.emplace_back(p, cut);
+  }
+  std::lock_guard lock(mutex_);
+  report(fmt::format(
+      "automatic distribution of `{}` {}: cut anew in chunks of {} along axis {} ({} chunks), "
+      "as kernel `{}` walks that axis with its threads ({} array(s) of that shape)",
+      (*spec.params)[l.param].name, m.shape.str(), chunk.str(), k, (m.shape[k] + per - 1) / per,
+      spec.executable->name(), out.size()));
+  return out;
 }
 
 namespace {

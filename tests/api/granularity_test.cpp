@@ -10,7 +10,6 @@
 #include <fstream>
 #include <numeric>
 #include <random>
-#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -456,47 +455,6 @@ TEST(Granularity, AnArrayWalkedAlongItsColumnsIsCutAnew) {
     EXPECT_EQ(ctx.stats().bytes_moved, moved);
     EXPECT_EQ(y.to_vector(), sums);
   }
-}
-
-// A vector of one chunk (too small to be worth cutting on its own) that a launch writes
-// beside a matrix its superblocks follow over two devices is cut anew as those superblocks
-// at the next launch (SpMV's vectors beside its matrix): each device then writes its part
-// in place, and a later launch moves nothing.
-TEST(Granularity, AVectorBesideAMatrixCutOverTheDevicesIsCutAsItsSuperblocks) {
-  const int64_t rows = 16, cols = 8192;  // the matrix: 8 chunks of at most 64 KiB
-  const auto values = random_floats(rows * cols, test::base_seed() + 10);
-  std::vector<float> sums(cols, 0.0f);
-  for (int64_t i = 0; i < cols; ++i)
-    for (int64_t r = 0; r < rows; ++r) sums[i] += values[r * cols + i];
-  gs::Config cfg = fixed(2);
-  cfg.device_memory = 1 << 20;
-  gs::Context ctx(cfg);
-  auto k = ctx.compile(gs::KernelDef::from_source(kColumnSums, "colsum")
-                           .annotate("global i => overwrite y[i], read m[:, i]"));
-  auto m = ctx.from_vector<float>(values, {rows, cols}, gs::dist::automatic());
-  auto y = ctx.full<float>({cols}, -777.0f, gs::dist::automatic());
-  ASSERT_EQ(gs::detail::array_chunks(y.handle()).size(), 1u) << "32 KiB: one chunk at first";
-  for (int launch = 0; launch < 2; ++launch) {  // the first cuts m anew, the second y
-    k.launch({cols}, {128}, gs::work::automatic(), rows, cols, y, m);
-    EXPECT_EQ(y.to_vector(), sums) << "launch " << launch << ", seed " << test::base_seed();
-    y.fill(-777.0f);
-  }
-  const auto mc = gs::detail::array_chunks(m.handle()), yc = gs::detail::array_chunks(y.handle());
-  ASSERT_EQ(yc.size(), mc.size());
-  std::set<int> devices;
-  for (std::size_t j = 0; j < yc.size(); ++j) {
-    EXPECT_EQ(yc[j].owned.lo[0], mc[j].owned.lo[1]) << "chunk " << j;
-    EXPECT_EQ(yc[j].owned.hi[0], mc[j].owned.hi[1]) << "chunk " << j;
-    EXPECT_EQ(yc[j].device, mc[j].device) << "chunk " << j;
-    devices.insert(yc[j].device);
-  }
-  EXPECT_EQ(devices.size(), 2u);
-  ctx.synchronize();
-  const uint64_t moved = ctx.stats().bytes_moved;
-  k.launch({cols}, {128}, gs::work::automatic(), rows, cols, y, m);
-  ctx.synchronize();
-  EXPECT_EQ(ctx.stats().bytes_moved, moved) << "each device writes its part in place";
-  EXPECT_EQ(y.to_vector(), sums);
 }
 
 const char* kAdd2 = R"(
