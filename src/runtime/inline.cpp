@@ -6,7 +6,9 @@
 // native tasks of one batch on a GPU gather their inline launches and queue them together.
 #include <fmt/format.h>
 
+#include <array>
 #include <atomic>
+#include <optional>
 
 #include "annotation/annotation.hpp"
 #include "gridspan/core/error.hpp"
@@ -218,6 +220,39 @@ InlineBlocks::~InlineBlocks() {
   t_blocks = outer_;
 }
 
+namespace {
+
+// A cached binding of an annotation to a launch's geometry, scalars and shapes.
+struct BoundEntry {
+  annotation::Annotation rules;  // a copy: it keeps the rules, so their identity stays theirs
+  Dim threads, block;
+  std::vector<int64_t> scalars;
+  std::vector<Dim> shapes;
+  annotation::BoundAnnotation bound;
+};
+
+// `launch`'s annotation bound to it, the last 8 bindings of this thread kept: an expression
+// repeated inside a task (a step of an inline loop) binds once.
+annotation::BoundAnnotation bound_for(const InlineLaunch& launch, const std::vector<Dim>& shapes) {
+  thread_local std::array<std::optional<BoundEntry>, 8> kept;
+  thread_local std::size_t next = 0;
+  for (const std::optional<BoundEntry>& e : kept)
+    if (e && e->rules.identity() == launch.annotation->identity() && e->threads == launch.threads &&
+        e->block == launch.block && e->scalars == launch.int_scalars && e->shapes == shapes)
+      return e->bound;
+  std::optional<BoundEntry>& slot = kept[next++ % kept.size()];
+  slot = BoundEntry{
+      *launch.annotation,
+      launch.threads,
+      launch.block,
+      launch.int_scalars,
+      shapes,
+      launch.annotation->bind({launch.threads, launch.block}, launch.int_scalars, shapes)};
+  return slot->bound;
+}
+
+}  // namespace
+
 void run_inline(const InlineLaunch& launch) {
   const NativeScope scope = native_scope();
   if (!scope.native)
@@ -242,8 +277,7 @@ void run_inline(const InlineLaunch& launch) {
           launch.executable->name(), scope.native->name(), params[p].name));
     shapes[p] = task.exec.arrays[held[p].front()].shape;
   }
-  const annotation::BoundAnnotation bound =
-      launch.annotation->bind({launch.threads, launch.block}, launch.int_scalars, shapes);
+  const annotation::BoundAnnotation bound = bound_for(launch, shapes);
   plan::Execute ex;
   ex.executable = launch.executable;
   ex.blocks = blocks;

@@ -327,6 +327,45 @@ TEST(Inline, WhatATaskDoesNotHoldIsAClearError) {
   EXPECT_EQ(out.to_vector(), std::vector<float>(n, 2.25f));
 }
 
+const char* kShifted = R"(
+__device__ void shifted(dim3 blockIdx, int n, int s, gridspan::Vector<float> out,
+                        const gridspan::Vector<float> x) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n && i + s < n) out[i + s] = x[i];
+}
+)";
+
+// The annotation of an inline launch repeated in a task is bound once for its geometry,
+// scalars and shapes (a step of a loop): a launch with another shift is bound anew, so
+// what it writes outside the task's rows is still an error, not a write past its chunk.
+TEST(Inline, ARepeatedLaunchIsCheckedForItsOwnScalars) {
+  gs::Context ctx(config(1));
+  if (skip_under_mpirun(ctx)) GTEST_SKIP() << "the other ranks lack this program's kernels";
+  auto shifted = ctx.compile(gs::KernelDef::from_source(kShifted, "shifted")
+                                 .annotate("global i => write out[i + s], read x[i]"));
+  auto native = ctx.compile(
+      gs::NativeDef::from_function(
+          "shifts",
+          [&shifted](const gs::NativeContext&, int n, int s, gs::Vector<float> out,
+                     gs::Vector<const float> x) {
+            for (int step = 0; step < 3; ++step)  // the same launch thrice, then shifted
+              shifted.launch({n}, {64}, gs::work::automatic(), n, step < 2 ? 0 : s, out, x);
+          },
+          {"n", "s", "out", "x"})
+          .annotate("global i => write out[i], read x[i]"));
+  auto g = rng(78);
+  const int n = 1024;
+  const auto xs = dyadic(n, g);
+  auto x = ctx.from_vector<float>(xs, {n}, gs::dist::rows(256));
+  auto out = ctx.full<float>({n}, poison<float>(), gs::dist::rows(256));
+  native.launch({n}, {64}, gs::work::tiles({256}), n, 0, out, x);
+  EXPECT_EQ(out.to_vector(), xs) << "seed " << base_seed();
+  auto moved = ctx.full<float>({n}, poison<float>(), gs::dist::rows(256));
+  native.launch({n}, {64}, gs::work::tiles({256}), n, 64, moved, x);
+  expect_error<gs::Error>([&] { moved.to_vector(); },
+                          {"kernel `shifted`", "would write `out` over", "the task holds"});
+}
+
 // Outside a task there are no views to launch over; inside one, whole arrays cannot be
 // launched over (they are the Errors test's): both say which to pass.
 TEST(Inline, AViewOutsideATaskIsALaunchError) {
