@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -123,6 +124,8 @@ struct Program {
   /// with `out.reduce(...)` at the target's indices (its axes follow the thread's as
   /// `target.access.follows` says) instead of storing it. Empty: the value is stored.
   std::string contribute;
+  /// With `contribute`: its operator, as the kernels' GsReduceOp (annotation::ReduceOp's value).
+  int contribute_op = 0;
 
   /// The shape of the expression (operations, dtypes, broadcasts, views), not its values:
   /// equal keys, equal kernels.
@@ -173,6 +176,14 @@ const Node* node_of(const ArrayHandle& h);
 extern const char* const kViewKinds[4];
 /// The register type a value of `d` is computed in: float for the 16-bit floats.
 std::string reg(DType d);
+/// A cpu thread's `J` consecutive elements from `first` along axis `axis` (both defined
+/// before): each `value` (computed by `steps`) combined into 16 accumulators `gs_acc` of
+/// `type` from `identity` (element j into lane j % 16, the tail into lane 0), then the lanes
+/// as a tree into `acc`. A fixed order, which the compiler keeps in vector registers.
+std::string lanes_loop(
+    const std::string& type, const std::string& identity, int axis, const std::string& steps,
+    const std::string& value,
+    const std::function<std::string(const std::string&, const std::string&)>& combine);
 /// Code converting `v`, a value of dtype `from` in its register type, to dtype `to`
 /// (16-bit floats rounded to nearest even, floats into integers saturating).
 std::string convert(const std::string& v, DType from, DType to);

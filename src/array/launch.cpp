@@ -182,6 +182,16 @@ Dim thread_dim(const Dim& shape, const std::array<int64_t, kMaxRank>& per_axis) 
   return d;
 }
 
+std::pair<std::array<int64_t, kMaxRank>, std::array<int64_t, kMaxRank>> line_threads(
+    const Dim& shape, const std::array<int64_t, kMaxRank>& block, int64_t line) {
+  const int last = shape.rank() - 1;
+  std::array<int64_t, kMaxRank> threads{shape.get(0), shape.get(1), shape.get(2)},
+      per_block = block;
+  threads[last] = (shape[last] + line - 1) / line;
+  per_block[last] = block[last] / line;
+  return {threads, per_block};
+}
+
 // One superblock per chunk's owned box (in blocks, x fastest), on the chunk's device.
 std::vector<Superblock> chunk_superblocks(const plan::ArrayMeta& meta,
                                           const std::array<int64_t, kMaxRank>& block) {
@@ -339,9 +349,7 @@ void launch_blocks(const std::shared_ptr<runtime::Driver>& driver, const Kernel&
   // A thread per block-wide line of the last axis (blocks one thread wide along it): the
   // same grid of blocks, so the same superblocks.
   const int64_t line = unrolled ? unrolled : block[last];
-  std::array<int64_t, 3> threads{shape.get(0), shape.get(1), shape.get(2)}, per_block = block;
-  threads[last] = (shape[last] + line - 1) / line;
-  per_block[last] = block[last] / line;
+  const auto [threads, per_block] = line_threads(shape, block, line);
   std::vector<detail::LaunchArg> with_line = args;
   Arguments e;
   e.integer(line);

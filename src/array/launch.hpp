@@ -39,6 +39,11 @@ std::array<int64_t, kMaxRank> choose_block(const Dim& shape,
                                            int64_t elements = 256);
 /// Thread-space Dims (x fastest) of an array-axis triple.
 Dim thread_dim(const Dim& shape, const std::array<int64_t, kMaxRank>& per_axis);
+/// A looped launch over `shape` (rank >= 1): one thread a line of `line` elements of the
+/// last axis (a divisor of `block`'s), the same grid of blocks as one thread an element.
+/// Its threads and its block's, array axes.
+std::pair<std::array<int64_t, kMaxRank>, std::array<int64_t, kMaxRank>> line_threads(
+    const Dim& shape, const std::array<int64_t, kMaxRank>& block, int64_t line);
 /// One superblock per chunk's owned box (in blocks of `block`, x fastest), on its device.
 std::vector<Superblock> chunk_superblocks(const plan::ArrayMeta& meta,
                                           const std::array<int64_t, kMaxRank>& block);

@@ -666,36 +666,17 @@ class SourceWriter {
   }
   std::string line_contribution() const {
     const int last = p_.shape.rank() - 1, r = p_.result.index;
-    const std::string combine =
-        fmt::format("gridspan::detail::combine(gs_op, gs_acc[{{0}}], v{})", r);
+    const std::string t = reg(p_.steps[r].dtype);
     return fmt::format(
-        "  const int64_t gs_end = gs_w * gs_e + gs_e < n{0} ? gs_w * gs_e + gs_e : n{0};\n"
-        "  constexpr int32_t gs_op = {1};\n  {2} gs_acc[16];\n"
-        "  for (int gs_c = 0; gs_c < 16; ++gs_c) gs_acc[gs_c] = "
-        "gridspan::fused::identity<{2}>(gs_op);\n"
-        "  int64_t gs_a = gs_w * gs_e;\n"
-        "  for (; gs_a + 16 <= gs_end; gs_a += 16)\n    for (int gs_c = 0; gs_c < 16; ++gs_c) {{\n"
-        "  const int64_t a{0} = gs_a + gs_c;\n{3}  gs_acc[gs_c] = {4};\n    }}\n"
-        "  for (; gs_a < gs_end; ++gs_a) {{\n  const int64_t a{0} = gs_a;\n{3}  gs_acc[0] = {5};\n "
-        " }}\n"
-        "  for (int gs_w2 = 8; gs_w2 > 0; gs_w2 /= 2)\n    for (int gs_c = 0; gs_c < gs_w2; "
-        "++gs_c)\n"
-        "      gs_acc[gs_c] = gridspan::detail::combine(gs_op, gs_acc[gs_c], gs_acc[gs_c + "
-        "gs_w2]);\n"
-        "  out.reduce(gs_acc[0]);\n",
-        last, combine_op(), reg(p_.steps[r].dtype), steps(),
-        fmt::format(fmt::runtime(combine), "gs_c"), fmt::format(fmt::runtime(combine), "0"));
-  }
-  // The GsReduceOp of the contribution's operator ("reduce(+)" -> GS_ADD).
-  std::string combine_op() const {
-    const std::size_t open = p_.contribute.find('(');
-    const std::string op = p_.contribute.substr(open + 1, p_.contribute.size() - open - 2);
-    static const std::pair<const char*, const char*> ops[] = {{"+", "GS_ADD"},   {"*", "GS_MUL"},
-                                                              {"min", "GS_MIN"}, {"max", "GS_MAX"},
-                                                              {"&", "GS_AND"},   {"|", "GS_OR"}};
-    for (const auto& [name, gs] : ops)
-      if (op == name) return gs;
-    throw Error(fmt::format("internal error: no operator in the contribution `{}`", p_.contribute));
+               "  const int64_t first = gs_w * gs_e, J = n{0} - first < gs_e ? n{0} - first "
+               ": gs_e;\n  constexpr int32_t gs_op = {1};\n",
+               last, p_.contribute_op) +
+           lanes_loop(t, fmt::format("gridspan::fused::identity<{}>(gs_op)", t), last, steps(),
+                      fmt::format("v{}", r),
+                      [](const std::string& x, const std::string& y) {
+                        return fmt::format("gridspan::detail::combine(gs_op, {}, {})", x, y);
+                      }) +
+           "  out.reduce(acc);\n";
   }
 
   std::string steps() const {

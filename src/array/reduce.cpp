@@ -192,12 +192,12 @@ std::string post(const Plan& plan, const Level& l, const std::string& acc) {
   return convert(v, plan.acc, plan.out_dtype);
 }
 
-// F1's loop on a cpu (one thread per block, its J elements consecutive): kLanes accumulators
-// taking every kLanes-th element, the tail in lane 0, combined as a tree into `acc`.
-std::string lanes_row(const Plan& plan, const Level& l, const Program& p,
-                      const std::string& value) {
-  const int last = l.in.rank() - 1;
-  const std::string lane = combine_of(plan, "gs_acc[gs_c]", value);
+}  // namespace
+
+std::string lanes_loop(
+    const std::string& type, const std::string& identity, int axis, const std::string& steps,
+    const std::string& value,
+    const std::function<std::string(const std::string&, const std::string&)>& combine) {
   return fmt::format(
       "  {0} gs_acc[{1}];\n"
       "  for (int gs_c = 0; gs_c < {1}; ++gs_c) gs_acc[gs_c] = {2};\n"
@@ -207,12 +207,21 @@ std::string lanes_row(const Plan& plan, const Level& l, const Program& p,
       "      const int64_t a{3} = first + j + gs_c;\n{4}      gs_acc[gs_c] = {5};\n    }}\n"
       "  for (; j < J; ++j) {{\n"
       "    const int64_t a{3} = first + j;\n{4}    gs_acc[0] = {6};\n  }}\n"
-      "  for (int gs_w = {1} / 2; gs_w > 0; gs_w /= 2)\n"
-      "    for (int gs_c = 0; gs_c < gs_w; ++gs_c) gs_acc[gs_c] = {7};\n"
+      "  for (int gs_half = {1} / 2; gs_half > 0; gs_half /= 2)\n"
+      "    for (int gs_c = 0; gs_c < gs_half; ++gs_c) gs_acc[gs_c] = {7};\n"
       "  {0} acc = gs_acc[0];\n",
-      reg(plan.acc), kLanes, identity_of(plan), last, p.step_code(), lane,
-      combine_of(plan, "gs_acc[0]", value),
-      combine_of(plan, "gs_acc[gs_c]", "gs_acc[gs_c + gs_w]"));
+      type, kLanes, identity, axis, steps, combine("gs_acc[gs_c]", value),
+      combine("gs_acc[0]", value), combine("gs_acc[gs_c]", "gs_acc[gs_c + gs_half]"));
+}
+
+namespace {
+
+// F1's loop on a cpu (one thread per block, its J elements consecutive): lanes_loop.
+std::string lanes_row(const Plan& plan, const Level& l, const Program& p,
+                      const std::string& value) {
+  return lanes_loop(
+      reg(plan.acc), identity_of(plan), l.in.rank() - 1, p.step_code(), value,
+      [&](const std::string& x, const std::string& y) { return combine_of(plan, x, y); });
 }
 
 // F2's loop: a thread's column of the input (K elements along the reduced axis from g * K).

@@ -230,9 +230,8 @@ void run_over(const runtime::NativeScope& scope, Program& p, const Rect& region)
   for (const Scalar& s : p.scalars) args.scalar(s);
   for (int k = 0; p.origin && k < rank; ++k) args.integer(region.lo[k]);
   std::array<int64_t, 3> counts{space.get(0), space.get(1), space.get(2)}, per_block = block;
-  if (p.looped) {  // blocks one thread (a line) wide along the last axis: the same grid
-    counts[rank - 1] = (space[rank - 1] + block[rank - 1] - 1) / block[rank - 1];
-    per_block[rank - 1] = 1;
+  if (p.looped) {  // a thread a block-wide line
+    std::tie(counts, per_block) = line_threads(space, block, block[rank - 1]);
     args.integer(block[rank - 1]);
   }
   const Dim threads = rank ? thread_dim(space, counts) : Dim{1};
@@ -407,6 +406,7 @@ void contribute(const runtime::NativeScope& scope, ArrayHandle& target, const de
         "task's partial is not read",
         native, scope.native->params()[q].name, annotation::access_name(held.mode, held.op)));
   p.contribute = annotation::access_name(held.mode, held.op);
+  p.contribute_op = static_cast<int>(held.op);
   ++target.storage->task_writes;
   run_for(scope, p, region, q, "contributes an expression");
 }
