@@ -721,6 +721,8 @@ Event Kernel::launch_packed(const Dim& threads, const Dim& block, const WorkDist
     for (const auto& [p, cut] : granularity.recuts(spec))
       recut_argument(granularity, args[p], cut, spec);
     granularity.superblocks(spec);
+    for (int p : granularity.replicas(spec))
+      recut_argument(granularity, args[p], dist::replicated(), spec);
   } else
     work.superblocks(threads, block, driver_ptr()->device_count(), spec.superblocks);
   return Event(state_->driver, state_->driver->launch(spec));

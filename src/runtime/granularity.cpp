@@ -370,12 +370,13 @@ bool writes(annotation::Mode m) {
 
 // The arrays a launch's superblocks may follow, most bytes first (the one that moves most
 // stays in place), written before read among equals; reduced and atomic ones never.
+// A replicated array is on every device: there is nothing to follow.
 std::vector<int> candidates(const plan::LaunchSpec& spec) {
   std::vector<std::tuple<std::size_t, bool, int>> found;
   for (const annotation::Access& a : spec.annotation->modes()) {
     const plan::ArrayMeta* m = spec.arrays[a.param];
     if (!m || m->shape.rank() == 0 || a.mode == annotation::Mode::reduce ||
-        a.mode == annotation::Mode::atomic)
+        a.mode == annotation::Mode::atomic || is_replicated(*m))
       continue;
     found.emplace_back(m->shape.volume() * m->elem_size, writes(a.mode), a.param);
   }
@@ -587,7 +588,8 @@ std::vector<std::pair<int, DataDistribution>> Granularity::recuts(const plan::La
   std::set<const plan::ArrayMeta*> seen;  // an array passed twice is cut once
   for (int p : followable) {
     const plan::ArrayMeta* a = spec.arrays[p];
-    if (a->automatic && a->shape == m.shape && a->chunks.size() > 1 && seen.insert(a).second)
+    if (a->automatic && a->shape == m.shape && a->chunks.size() > 1 && !is_replicated(*a) &&
+        seen.insert(a).second)
       out.emplace_back(p, cut);
   }
   std::lock_guard lock(mutex_);
@@ -597,6 +599,74 @@ std::vector<std::pair<int, DataDistribution>> Granularity::recuts(const plan::La
       (*spec.params)[l.param].name, m.shape.str(), chunk.str(), k, (m.shape[k] + per - 1) / per,
       spec.executable->name(), out.size()));
   return out;
+}
+
+bool is_replicated(const plan::ArrayMeta& m) {
+  const Rect whole = Rect::of_shape(m.shape);
+  return m.chunks.size() > 1 &&
+         std::all_of(m.chunks.begin(), m.chunks.end(),
+                     [&](const plan::ChunkMeta& c) { return c.region == whole; });
+}
+
+namespace {
+
+// The automatic arrays of a launch that it only reads and that are not replicated yet, by
+// parameter (an array passed twice once).
+std::vector<int> read_only_automatic(const plan::LaunchSpec& spec) {
+  std::vector<int> out;
+  std::set<const plan::ArrayMeta*> written, seen;
+  const std::vector<annotation::Access> modes = spec.annotation->modes();
+  for (const annotation::Access& a : modes)
+    if (a.mode != annotation::Mode::read) written.insert(spec.arrays[a.param]);
+  for (const annotation::Access& a : modes) {
+    const plan::ArrayMeta* m = spec.arrays[a.param];
+    if (m && m->automatic && m->shape.rank() > 0 && !written.count(m) && !is_replicated(*m) &&
+        seen.insert(m).second)
+      out.push_back(a.param);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> Granularity::replicas(const plan::LaunchSpec& spec) {
+  std::set<int> devices;
+  for (const Superblock& sb : spec.superblocks) devices.insert(sb.device);
+  if (devices.size() < 2) return {};
+  std::vector<int> read = read_only_automatic(spec);
+  const int64_t cap = most_chunk_bytes(int64_t(smallest_budget(driver_)));
+  std::erase_if(read, [&](int p) {
+    const plan::ArrayMeta& m = *spec.arrays[p];
+    return int64_t(m.shape.volume() * m.elem_size) > cap;
+  });
+  if (read.empty()) return {};
+  std::vector<int64_t> key = launch_key(spec);
+  for (int p : read) key.push_back(int64_t(spec.arrays[p]->id));
+  for (const Superblock& sb : spec.superblocks) key.push_back(sb.device);
+  {
+    std::lock_guard lock(mutex_);
+    if (kept_places_.count(key)) return {};
+  }
+  const Launch l = bound_launch(spec);
+  std::map<int, std::set<int>> whole_on;  // by parameter, the devices that read it whole
+  for (const Superblock& sb : spec.superblocks)
+    for (const annotation::Access& a : l.bound.regions(sb.blocks))
+      if (a.region == Rect::of_shape(spec.arrays[a.param]->shape))
+        whole_on[a.param].insert(sb.device);
+  std::erase_if(read, [&](int p) { return whole_on[p].size() < 2; });
+  std::lock_guard lock(mutex_);
+  if (read.empty()) {
+    if (kept_places_.size() > 4096) kept_places_.clear();
+    kept_places_.insert(key);
+  }
+  for (int p : read)
+    report(fmt::format(
+        "automatic distribution of `{}` {}: replicated on every device, as kernel `{}` reads it "
+        "whole on {} devices ({:.2f} MiB a copy)",
+        (*spec.params)[p].name, spec.arrays[p]->shape.str(), spec.executable->name(),
+        whole_on[p].size(),
+        double(spec.arrays[p]->shape.volume() * spec.arrays[p]->elem_size) / (1 << 20)));
+  return read;
 }
 
 namespace {

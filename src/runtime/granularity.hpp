@@ -33,6 +33,9 @@ struct Baseline {
   bool measured = false;     // false: both came from settings
 };
 
+/// Whether every chunk of `m` holds all of it, on more than one device (dist::replicated()).
+bool is_replicated(const plan::ArrayMeta& m);
+
 class Granularity {
  public:
   /// Tasks should last at least this many times the per-task overhead (5% at most).
@@ -73,6 +76,12 @@ class Granularity {
   /// how. An array the launch's threads walk along an axis other than its rows (an ELL
   /// matrix's columns) is cut along that axis, so that superblocks use its chunks in place.
   std::vector<std::pair<int, DataDistribution>> recuts(const plan::LaunchSpec& spec);
+  /// After superblocks(): the automatic arrays of the launch to replicate, by parameter. An
+  /// array that superblocks on several devices read whole and the launch does not write (SpMV's
+  /// `x`, N-Body's positions) gets a copy on every device when it is no larger than a chunk may
+  /// be: a device then reads its own copy, and a later write in parts sends only those parts
+  /// to the others, instead of every device reading the whole array across at every launch.
+  std::vector<int> replicas(const plan::LaunchSpec& spec);
   /// A copy of `old` cut by `dist` (filled by a launch that reads `old`): the caller puts it
   /// in the old one's place and releases the old one.
   std::shared_ptr<plan::ArrayMeta> recut(const plan::ArrayMeta& old, const DataDistribution& dist);
@@ -135,6 +144,7 @@ class Granularity {
   std::map<std::array<int64_t, 5>, int64_t> rows_;  // chunk rows by shape and element size
   std::map<int64_t, int64_t> bound_rows_;
   std::set<std::vector<int64_t>> kept_cuts_;      // launches recuts() found nothing to cut in
+  std::set<std::vector<int64_t>> kept_places_;    // launches replicas() found nothing in
   std::map<std::vector<int64_t>, Trial> trials_;  // by launch and chunks
   uint32_t serials_ = 0;
   std::array<std::shared_ptr<const plan::Executable>, kMaxRank>

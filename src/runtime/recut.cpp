@@ -76,8 +76,8 @@ std::shared_ptr<plan::ArrayMeta> Granularity::recut(const plan::ArrayMeta& old,
   spec.params = &params;
   spec.threads = old.shape;
   spec.block = Dim::of_rank(rank, 1);
-  for (const plan::ChunkMeta& c : fresh->chunks)
-    spec.superblocks.push_back(Superblock{c.owned, c.device});
+  for (const plan::ChunkMeta& c : fresh->chunks)  // a replica that owns nothing is copied to
+    if (!c.owned.empty()) spec.superblocks.push_back(Superblock{c.owned, c.device});
   spec.arrays = {fresh.get(), &old, nullptr};
   const int64_t elem_size = int64_t(old.elem_size);
   spec.int_scalars = {0, 0, elem_size};

@@ -457,6 +457,82 @@ TEST(Granularity, AnArrayWalkedAlongItsColumnsIsCutAnew) {
   }
 }
 
+// SpMV's pattern: every thread reads all of `x` (here at a random column), writes its own
+// element of `y`, and the two swap at every iteration.
+const char* kGather = R"(
+__device__ void gather(dim3 blockIdx, int64_t n, gridspan::Vector<float> y,
+                       const gridspan::Vector<int> col, const gridspan::Vector<float> x) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 0.5f * (x[col[i]] + x[i]);
+}
+)";
+
+struct GatherRun {
+  std::vector<float> result;
+  bool x_replicated = false, y_replicated = false;
+  uint64_t last_moved = 0;  // bytes the last iteration moved
+};
+
+// `iterations` of y = gather(x); swap(x, y) on `devices` devices with device memory `memory`.
+GatherRun run_gather(int devices, int64_t memory, const std::vector<int>& cols,
+                     const std::vector<float>& x0, int iterations) {
+  gs::Config cfg = fixed(devices);
+  cfg.device_memory = memory;
+  gs::Context ctx(cfg);
+  auto k = ctx.compile(gs::KernelDef::from_source(kGather, "gather")
+                           .annotate("global i => overwrite y[i], read col[i], read x[:]"));
+  const int64_t n = int64_t(x0.size());
+  auto col = ctx.from_vector<int>(cols, {n}, gs::dist::automatic());
+  auto x = ctx.from_vector<float>(x0, {n}, gs::dist::automatic());
+  auto y = ctx.full<float>({n}, -777.0f, gs::dist::automatic());
+  GatherRun r;
+  for (int it = 0; it < iterations; ++it) {
+    ctx.synchronize();
+    const uint64_t before = ctx.stats().bytes_moved;
+    k.launch({n}, {256}, gs::work::automatic(), n, y, col, x);
+    ctx.synchronize();
+    r.last_moved = ctx.stats().bytes_moved - before;
+    std::swap(x, y);
+  }
+  auto replicated = [&](const gs::Array<float>& a) {
+    const auto chunks = gs::detail::array_chunks(a.handle());
+    return devices > 1 && chunks.size() == std::size_t(devices) &&
+           std::all_of(chunks.begin(), chunks.end(),
+                       [&](const auto& c) { return c.region.extent(0) == n; });
+  };
+  r.x_replicated = replicated(x), r.y_replicated = replicated(y);
+  r.result = x.to_vector();
+  return r;
+}
+
+TEST(Granularity, AnArrayReadWholeOnSeveralDevicesIsReplicated) {
+  const int64_t n = 65536;  // 256 KiB a vector, a launch worth two devices by the rule
+  std::mt19937_64 g(test::base_seed() + 11);
+  std::vector<int> cols(n);
+  for (int& c : cols) c = int(g() % uint64_t(n));
+  const auto x0 = random_floats(n, test::base_seed() + 12);
+  const int iterations = 4;
+  std::vector<float> want = x0, next(n);
+  for (int it = 0; it < iterations; ++it) {
+    for (int64_t i = 0; i < n; ++i) next[i] = 0.5f * (want[cols[i]] + want[i]);
+    std::swap(want, next);
+  }
+  const GatherRun two = run_gather(2, int64_t(64) << 20, cols, x0, iterations);
+  EXPECT_EQ(two.result, want) << "seed " << test::base_seed();
+  EXPECT_TRUE(two.x_replicated && two.y_replicated)
+      << "both vectors are read whole on both devices in turn";
+  // Each device sends the other its half of the new vector, and nothing else.
+  EXPECT_EQ(two.last_moved, uint64_t(n) * 4) << "bytes an iteration once replicated";
+  // One device: nothing to replicate on.
+  const GatherRun one = run_gather(1, int64_t(64) << 20, cols, x0, iterations);
+  EXPECT_EQ(one.result, want);
+  EXPECT_FALSE(one.x_replicated || one.y_replicated);
+  // A vector larger than a chunk may be (256 KiB against 64 KiB of a 1 MiB budget) stays cut.
+  const GatherRun tight = run_gather(2, int64_t(1) << 20, cols, x0, iterations);
+  EXPECT_EQ(tight.result, want);
+  EXPECT_FALSE(tight.x_replicated || tight.y_replicated);
+}
+
 const char* kAdd2 = R"(
 __device__ void add2(dim3 blockIdx, int64_t rows, int64_t cols, gridspan::Matrix<float> out,
                      const gridspan::Matrix<float> in) {
