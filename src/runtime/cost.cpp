@@ -237,18 +237,32 @@ void LaunchClocks::tick(uint32_t id) {
   ends.push_back(now);
 }
 
-std::optional<double> LaunchClocks::period(uint32_t id) const {
-  std::lock_guard lock(mutex_);
+std::vector<double> LaunchClocks::windows(uint32_t id) const {
   auto c = clocks_.find(id);
-  if (c == clocks_.end() || c->second.tasks <= 0) return std::nullopt;
+  if (c == clocks_.end() || c->second.tasks <= 0) return {};
   const std::size_t n = std::size_t(c->second.tasks);
   const std::vector<double>& ends = c->second.ends;
-  if (ends.size() < n * (1 + kLaunches)) return std::nullopt;
-  std::vector<double> windows;
-  for (std::size_t k = n; k + n < ends.size(); ++k) windows.push_back(ends[k + n] - ends[k]);
-  auto mid = windows.begin() + std::ptrdiff_t(windows.size() / 2);
-  std::nth_element(windows.begin(), mid, windows.end());
+  if (ends.size() < n * (1 + kLaunches)) return {};
+  std::vector<double> out;
+  for (std::size_t k = n; k + n < ends.size(); ++k) out.push_back(ends[k + n] - ends[k]);
+  return out;
+}
+
+std::optional<double> LaunchClocks::period(uint32_t id) const {
+  std::lock_guard lock(mutex_);
+  std::vector<double> w = windows(id);
+  if (w.empty()) return std::nullopt;
+  auto mid = w.begin() + std::ptrdiff_t(w.size() / 2);
+  std::nth_element(w.begin(), mid, w.end());
   return *mid;
+}
+
+std::optional<std::pair<double, double>> LaunchClocks::spread(uint32_t id) const {
+  std::lock_guard lock(mutex_);
+  const std::vector<double> w = windows(id);
+  if (w.empty()) return std::nullopt;
+  const auto [lo, hi] = std::minmax_element(w.begin(), w.end());
+  return std::pair{*lo, *hi};
 }
 
 void ShareClock::advance(Time now) {

@@ -45,6 +45,8 @@ class LaunchClocks {
   /// period in a steady stream (a pause between launches moves few windows). None before
   /// kLaunches launches were measured, or for a clock not open.
   std::optional<double> period(uint32_t id) const;
+  /// The least and the most of the windows period() takes the median of (for the log).
+  std::optional<std::pair<double, double>> spread(uint32_t id) const;
 
  private:
   struct Clock {
@@ -52,6 +54,7 @@ class LaunchClocks {
     std::vector<double> ends;  // seconds on the steady clock, in the order they came
   };
   static constexpr std::size_t kMostTicks = std::size_t(1) << 16;
+  std::vector<double> windows(uint32_t id) const;  // under mutex_; empty before kLaunches
   mutable std::mutex mutex_;
   std::map<uint32_t, Clock> clocks_;
 };

@@ -848,14 +848,20 @@ int64_t Granularity::finer(const plan::LaunchSpec& spec, const std::vector<int64
   const Trial before = t;
   const int64_t f = finer_step(t, now, half, halving_ok);
   if (t.factor != before.factor || t.settled) {
+    // A period and the spread of the windows it is the median of.
+    auto every = [&](const std::optional<double>& p, int64_t factor) {
+      const auto s = clocks.spread(clock_of(factor));
+      return !p ? std::string("(not measured)")
+                : fmt::format("{} ({} to {})", us(*p), us(s->first), us(s->second));
+    };
+    const std::string at_now = every(now, before.factor), at_half = every(half, 2 * before.factor);
     clocks.close(clock_of(before.factor));
     if (t.settled) clocks.close(clock_of(2 * before.factor));
     if (t.settled) costs.settle_cut(*spec.executable, name, t.factor);
     report(fmt::format(
         "automatic work for `{}` over threads {}: superblocks cut in {}: a launch every {}{}; {}",
-        spec.executable->name(), spec.threads.str(), before.factor,
-        now ? us(*now) : "(not measured)",
-        half ? fmt::format(", cut in {}: every {}", 2 * before.factor, us(*half)) : "",
+        spec.executable->name(), spec.threads.str(), before.factor, at_now,
+        half ? fmt::format(", cut in {}: every {}", 2 * before.factor, at_half) : "",
         t.settled ? fmt::format("cut in {} (settled)", t.factor)
                   : fmt::format("cut in {}, trying {}", t.factor, t.factor * 2)));
   }

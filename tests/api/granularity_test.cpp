@@ -246,7 +246,12 @@ TEST(Granularity, ALaunchClockMeasuresHowOftenLaunchesComplete) {
   ASSERT_TRUE(p);
   EXPECT_GE(*p, 0.002);
   EXPECT_LT(*p, 0.025);
+  const auto spread = clocks.spread(7);  // the windows' least and most, the pause in the most
+  ASSERT_TRUE(spread);
+  EXPECT_LE(spread->first, *p);
+  EXPECT_GE(spread->second, 0.030);
   EXPECT_FALSE(clocks.period(8));
+  EXPECT_FALSE(clocks.spread(8));
   clocks.open(7, tasks);  // already open: kept as it is
   EXPECT_TRUE(clocks.period(7));
   clocks.open(7, 2 * tasks);  // launches of other tasks: measured anew
