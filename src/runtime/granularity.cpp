@@ -610,9 +610,9 @@ bool is_replicated(const plan::ArrayMeta& m) {
 
 namespace {
 
-// The automatic arrays of a launch that it only reads and that are not replicated yet, by
-// parameter (an array passed twice once).
-std::vector<int> read_only_automatic(const plan::LaunchSpec& spec) {
+// The automatic arrays of a launch that it only reads, no larger than `cap` bytes and not
+// replicated yet, by parameter (an array passed twice once).
+std::vector<int> small_read_only(const plan::LaunchSpec& spec, int64_t cap) {
   std::vector<int> out;
   std::set<const plan::ArrayMeta*> written, seen;
   const std::vector<annotation::Access> modes = spec.annotation->modes();
@@ -621,9 +621,19 @@ std::vector<int> read_only_automatic(const plan::LaunchSpec& spec) {
   for (const annotation::Access& a : modes) {
     const plan::ArrayMeta* m = spec.arrays[a.param];
     if (m && m->automatic && m->shape.rank() > 0 && !written.count(m) && !is_replicated(*m) &&
-        seen.insert(m).second)
+        int64_t(m->shape.volume() * m->elem_size) <= cap && seen.insert(m).second)
       out.push_back(a.param);
   }
+  return out;
+}
+
+// By parameter, the devices whose superblocks each read all of that array.
+std::map<int, std::set<int>> whole_readers(const plan::LaunchSpec& spec) {
+  const Launch l = bound_launch(spec);
+  std::map<int, std::set<int>> out;
+  for (const Superblock& sb : spec.superblocks)
+    for (const annotation::Access& a : l.bound.regions(sb.blocks))
+      if (a.region == Rect::of_shape(spec.arrays[a.param]->shape)) out[a.param].insert(sb.device);
   return out;
 }
 
@@ -633,12 +643,8 @@ std::vector<int> Granularity::replicas(const plan::LaunchSpec& spec) {
   std::set<int> devices;
   for (const Superblock& sb : spec.superblocks) devices.insert(sb.device);
   if (devices.size() < 2) return {};
-  std::vector<int> read = read_only_automatic(spec);
-  const int64_t cap = most_chunk_bytes(int64_t(smallest_budget(driver_)));
-  std::erase_if(read, [&](int p) {
-    const plan::ArrayMeta& m = *spec.arrays[p];
-    return int64_t(m.shape.volume() * m.elem_size) > cap;
-  });
+  std::vector<int> read =
+      small_read_only(spec, most_chunk_bytes(int64_t(smallest_budget(driver_))));
   if (read.empty()) return {};
   std::vector<int64_t> key = launch_key(spec);
   for (int p : read) key.push_back(int64_t(spec.arrays[p]->id));
@@ -647,25 +653,27 @@ std::vector<int> Granularity::replicas(const plan::LaunchSpec& spec) {
     std::lock_guard lock(mutex_);
     if (kept_places_.count(key)) return {};
   }
-  const Launch l = bound_launch(spec);
-  std::map<int, std::set<int>> whole_on;  // by parameter, the devices that read it whole
-  for (const Superblock& sb : spec.superblocks)
-    for (const annotation::Access& a : l.bound.regions(sb.blocks))
-      if (a.region == Rect::of_shape(spec.arrays[a.param]->shape))
-        whole_on[a.param].insert(sb.device);
+  std::map<int, std::set<int>> whole_on = whole_readers(spec);
   std::erase_if(read, [&](int p) { return whole_on[p].size() < 2; });
   std::lock_guard lock(mutex_);
   if (read.empty()) {
     if (kept_places_.size() > 4096) kept_places_.clear();
     kept_places_.insert(key);
+    return {};
   }
-  for (int p : read)
+  // At the second launch that reads it so: an array made anew for every launch (`p = r +
+  // beta * p`) would pay a copy launch, and more bytes than the reads, each time.
+  if (whole_reads_.size() > 4096) whole_reads_.clear();
+  std::erase_if(read, [&](int p) { return ++whole_reads_[spec.arrays[p]->id] < 2; });
+  for (int p : read) {
+    whole_reads_.erase(spec.arrays[p]->id);
     report(fmt::format(
         "automatic distribution of `{}` {}: replicated on every device, as kernel `{}` reads it "
-        "whole on {} devices ({:.2f} MiB a copy)",
+        "whole on {} devices, a second time ({:.2f} MiB a copy)",
         (*spec.params)[p].name, spec.arrays[p]->shape.str(), spec.executable->name(),
         whole_on[p].size(),
         double(spec.arrays[p]->shape.volume() * spec.arrays[p]->elem_size) / (1 << 20)));
+  }
   return read;
 }
 

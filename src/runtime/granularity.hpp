@@ -78,9 +78,10 @@ class Granularity {
   std::vector<std::pair<int, DataDistribution>> recuts(const plan::LaunchSpec& spec);
   /// After superblocks(): the automatic arrays of the launch to replicate, by parameter. An
   /// array that superblocks on several devices read whole and the launch does not write (SpMV's
-  /// `x`, N-Body's positions) gets a copy on every device when it is no larger than a chunk may
-  /// be: a device then reads its own copy, and a later write in parts sends only those parts
-  /// to the others, instead of every device reading the whole array across at every launch.
+  /// `x`, N-Body's positions) gets a copy on every device, at the second launch that reads it
+  /// so, when it is no larger than a chunk may be: a device then reads its own copy, and a
+  /// later write in parts sends only those parts to the others, instead of every device
+  /// assembling the whole array at every launch.
   std::vector<int> replicas(const plan::LaunchSpec& spec);
   /// A copy of `old` cut by `dist` (filled by a launch that reads `old`): the caller puts it
   /// in the old one's place and releases the old one.
@@ -145,6 +146,7 @@ class Granularity {
   std::map<int64_t, int64_t> bound_rows_;
   std::set<std::vector<int64_t>> kept_cuts_;      // launches recuts() found nothing to cut in
   std::set<std::vector<int64_t>> kept_places_;    // launches replicas() found nothing in
+  std::map<uint64_t, int> whole_reads_;           // by array, launches that read it whole
   std::map<std::vector<int64_t>, Trial> trials_;  // by launch and chunks
   uint32_t serials_ = 0;
   std::array<std::shared_ptr<const plan::Executable>, kMaxRank>

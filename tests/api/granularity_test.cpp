@@ -475,12 +475,14 @@ __device__ void gather(dim3 blockIdx, int64_t n, gridspan::Vector<float> y,
 struct GatherRun {
   std::vector<float> result;
   bool x_replicated = false, y_replicated = false;
-  uint64_t last_moved = 0;  // bytes the last iteration moved
+  bool read_replicated = false;  // the vector the last launch read, after it
+  uint64_t last_moved = 0;       // bytes the last iteration moved
 };
 
 // `iterations` of y = gather(x); swap(x, y) on `devices` devices with device memory `memory`.
+// `fresh`: x is a new array at every iteration instead (made from y's values).
 GatherRun run_gather(int devices, int64_t memory, const std::vector<int>& cols,
-                     const std::vector<float>& x0, int iterations) {
+                     const std::vector<float>& x0, int iterations, bool fresh = false) {
   gs::Config cfg = fixed(devices);
   cfg.device_memory = memory;
   gs::Context ctx(cfg);
@@ -490,6 +492,12 @@ GatherRun run_gather(int devices, int64_t memory, const std::vector<int>& cols,
   auto col = ctx.from_vector<int>(cols, {n}, gs::dist::automatic());
   auto x = ctx.from_vector<float>(x0, {n}, gs::dist::automatic());
   auto y = ctx.full<float>({n}, -777.0f, gs::dist::automatic());
+  auto replicated = [&](const gs::Array<float>& a) {
+    const auto chunks = gs::detail::array_chunks(a.handle());
+    return devices > 1 && chunks.size() == std::size_t(devices) &&
+           std::all_of(chunks.begin(), chunks.end(),
+                       [&](const auto& c) { return c.region.extent(0) == n; });
+  };
   GatherRun r;
   for (int it = 0; it < iterations; ++it) {
     ctx.synchronize();
@@ -497,14 +505,12 @@ GatherRun run_gather(int devices, int64_t memory, const std::vector<int>& cols,
     k.launch({n}, {256}, gs::work::automatic(), n, y, col, x);
     ctx.synchronize();
     r.last_moved = ctx.stats().bytes_moved - before;
-    std::swap(x, y);
+    r.read_replicated = replicated(x);
+    if (fresh)
+      x = ctx.from_vector<float>(y.to_vector(), {n}, gs::dist::automatic());
+    else
+      std::swap(x, y);
   }
-  auto replicated = [&](const gs::Array<float>& a) {
-    const auto chunks = gs::detail::array_chunks(a.handle());
-    return devices > 1 && chunks.size() == std::size_t(devices) &&
-           std::all_of(chunks.begin(), chunks.end(),
-                       [&](const auto& c) { return c.region.extent(0) == n; });
-  };
   r.x_replicated = replicated(x), r.y_replicated = replicated(y);
   r.result = x.to_vector();
   return r;
@@ -516,7 +522,7 @@ TEST(Granularity, AnArrayReadWholeOnSeveralDevicesIsReplicated) {
   std::vector<int> cols(n);
   for (int& c : cols) c = int(g() % uint64_t(n));
   const auto x0 = random_floats(n, test::base_seed() + 12);
-  const int iterations = 4;
+  const int iterations = 6;  // each vector replicated at its second read (iterations 3, 4)
   std::vector<float> want = x0, next(n);
   for (int it = 0; it < iterations; ++it) {
     for (int64_t i = 0; i < n; ++i) next[i] = 0.5f * (want[cols[i]] + want[i]);
@@ -524,7 +530,7 @@ TEST(Granularity, AnArrayReadWholeOnSeveralDevicesIsReplicated) {
   }
   const GatherRun two = run_gather(2, int64_t(64) << 20, cols, x0, iterations);
   EXPECT_EQ(two.result, want) << "seed " << test::base_seed();
-  EXPECT_TRUE(two.x_replicated && two.y_replicated)
+  EXPECT_TRUE(two.x_replicated && two.y_replicated && two.read_replicated)
       << "both vectors are read whole on both devices in turn";
   // Each device sends the other its half of the new vector, and nothing else.
   EXPECT_EQ(two.last_moved, uint64_t(n) * 4) << "bytes an iteration once replicated";
@@ -536,6 +542,10 @@ TEST(Granularity, AnArrayReadWholeOnSeveralDevicesIsReplicated) {
   const GatherRun tight = run_gather(2, int64_t(1) << 20, cols, x0, iterations);
   EXPECT_EQ(tight.result, want);
   EXPECT_FALSE(tight.x_replicated || tight.y_replicated);
+  // A vector made anew for every launch is read whole once: never replicated.
+  const GatherRun fresh = run_gather(2, int64_t(64) << 20, cols, x0, iterations, true);
+  EXPECT_EQ(fresh.result, want);
+  EXPECT_FALSE(fresh.read_replicated);
 }
 
 const char* kAdd2 = R"(
