@@ -859,8 +859,8 @@ int64_t Granularity::finer(const plan::LaunchSpec& spec, const std::vector<int64
     // A period and the spread of the windows it is the median of.
     auto every = [&](const std::optional<double>& p, int64_t factor) {
       const auto s = clocks.spread(clock_of(factor));
-      return !p ? std::string("(not measured)")
-                : fmt::format("{} ({} to {})", us(*p), us(s->first), us(s->second));
+      if (!p || !s) return std::string("(not measured)");
+      return fmt::format("{} ({} to {})", us(*p), us(s->first), us(s->second));
     };
     const std::string at_now = every(now, before.factor), at_half = every(half, 2 * before.factor);
     clocks.close(clock_of(before.factor));
