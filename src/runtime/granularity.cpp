@@ -119,6 +119,20 @@ std::size_t smallest_budget(const Driver& driver) {
   return budget == SIZE_MAX ? std::size_t(1) << 30 : budget;
 }
 
+namespace {
+
+// Remembers a launch a rule found nothing in (the set bounded as the other memos).
+void remember(std::set<std::vector<int64_t>>& kept, std::vector<int64_t> key) {
+  if (kept.size() > 4096) kept.clear();
+  kept.insert(std::move(key));
+}
+
+}  // namespace
+
+int64_t Granularity::chunk_cap() const {
+  return most_chunk_bytes(int64_t(smallest_budget(driver_)));
+}
+
 Granularity::Granularity(Driver& driver) : driver_(driver) {
   (void)g_probe_registered;
 }
@@ -276,7 +290,7 @@ int64_t Granularity::rows_per_chunk(DType dtype, const Dim& shape) {
   // one cut whatever their dtype, so that kernels over several find their chunks aligned.
   const double seconds = double(shape.volume()) * 4 / b.bandwidth;
   const int64_t by_time = pieces_for(seconds, b.task_overhead, driver_.device_count());
-  const int64_t cap = std::max(row_bytes, most_chunk_bytes(int64_t(smallest_budget(driver_))));
+  const int64_t cap = std::max(row_bytes, chunk_cap());
   const int64_t by_memory = (rows * row_bytes + cap - 1) / cap;
   const int64_t pieces = std::max(by_time, by_memory);
   // Rows in whole blocks of the array library's kernels.
@@ -552,8 +566,7 @@ std::vector<std::pair<int, DataDistribution>> Granularity::recuts(const plan::La
   }
   auto keep = [&] {
     std::lock_guard lock(mutex_);
-    if (kept_cuts_.size() > 4096) kept_cuts_.clear();
-    kept_cuts_.insert(key);
+    remember(kept_cuts_, key);
     return std::vector<std::pair<int, DataDistribution>>{};
   };
   Launch l = bound_launch(spec);
@@ -640,11 +653,11 @@ std::map<int, std::set<int>> whole_readers(const plan::LaunchSpec& spec) {
 }  // namespace
 
 std::vector<int> Granularity::replicas(const plan::LaunchSpec& spec) {
-  std::set<int> devices;
-  for (const Superblock& sb : spec.superblocks) devices.insert(sb.device);
-  if (devices.size() < 2) return {};
-  std::vector<int> read =
-      small_read_only(spec, most_chunk_bytes(int64_t(smallest_budget(driver_))));
+  const std::vector<Superblock>& sbs = spec.superblocks;
+  if (std::all_of(sbs.begin(), sbs.end(),
+                  [&](const Superblock& sb) { return sb.device == sbs.front().device; }))
+    return {};  // one device at most
+  std::vector<int> read = small_read_only(spec, chunk_cap());
   if (read.empty()) return {};
   std::vector<int64_t> key = launch_key(spec);
   for (int p : read) key.push_back(int64_t(spec.arrays[p]->id));
@@ -657,8 +670,7 @@ std::vector<int> Granularity::replicas(const plan::LaunchSpec& spec) {
   std::erase_if(read, [&](int p) { return whole_on[p].size() < 2; });
   std::lock_guard lock(mutex_);
   if (read.empty()) {
-    if (kept_places_.size() > 4096) kept_places_.clear();
-    kept_places_.insert(key);
+    remember(kept_places_, std::move(key));
     return {};
   }
   // At the second launch that reads it so: an array made anew for every launch (`p = r +

@@ -131,6 +131,7 @@ class Granularity {
                 int64_t threads, uint32_t& clock);
   bool settled_earlier(Trial& t, const plan::LaunchSpec& spec, const std::string& name);
   int64_t rows_per_chunk(DType dtype, const Dim& shape);  // memoized per shape and size
+  int64_t chunk_cap() const;  // most_chunk_bytes of the smallest device budget
   /// The rows a chunk of a memory-bound array of `rows` rows takes (under mutex_).
   int64_t shared_cut(int64_t rows, int64_t per, int64_t align);
   void report(const std::string& what);  // info log, once per text, and the trace
