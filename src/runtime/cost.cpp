@@ -114,7 +114,7 @@ std::string CostModel::history_path(const std::string& key) const {
 
 // A history file: "gridspan costs 2", the executable's key, then a line per size class:
 // class, samples, seconds, threads, bytes, share (the running means); and a line per
-// settled cut: "cut", the launch, the factor.
+// trial of finer cuts: "cut" (settled) or "trial" (going on), the launch, the factor.
 void CostModel::read_history(Entry& en) const {
   std::string text;
   if (!backend::jit::read_file(history_path(en.key), text)) return;
@@ -140,9 +140,9 @@ bool CostModel::read_line(const std::string& line, Entry& read, std::map<int, Cl
   std::istringstream in(line);
   std::string launch;
   int64_t f = 0;
-  if (line.rfind("cut ", 0) == 0) {
+  if (line.rfind("cut ", 0) == 0 || line.rfind("trial ", 0) == 0) {
     if (!(in >> launch >> launch >> f) || f < 1 || !std::has_single_bit(uint64_t(f))) return false;
-    read.cuts[launch] = f;
+    read.cuts[launch] = Cut{f, line[0] == 'c'};
     return (in >> std::ws).eof();
   }
   int k = 0;
@@ -157,8 +157,8 @@ bool CostModel::read_line(const std::string& line, Entry& read, std::map<int, Cl
   return (in >> std::ws).eof();
 }
 
-std::optional<int64_t> CostModel::settled_cut(const plan::Executable& e,
-                                              const std::string& launch) const {
+std::optional<CostModel::Cut> CostModel::kept_cut(const plan::Executable& e,
+                                                  const std::string& launch) const {
   std::lock_guard lock(mutex_);
   const Entry* en = entry(e, false);
   if (!en) return std::nullopt;
@@ -167,10 +167,10 @@ std::optional<int64_t> CostModel::settled_cut(const plan::Executable& e,
   return c->second;
 }
 
-void CostModel::settle_cut(const plan::Executable& e, const std::string& launch, int64_t factor) {
+void CostModel::keep_cut(const plan::Executable& e, const std::string& launch, Cut cut) {
   std::lock_guard lock(mutex_);
   Entry& en = *entry(e, true);
-  en.cuts[launch] = factor;
+  en.cuts[launch] = cut;
   en.recorded = true;
 }
 
@@ -183,7 +183,8 @@ void CostModel::save() const {
     for (const auto& [k, c] : en.classes)
       text += fmt::format("{} {} {:.9g} {:.9g} {:.9g} {:.9g}\n", k, c.samples, c.seconds, c.threads,
                           c.bytes, c.share);
-    for (const auto& [launch, f] : en.cuts) text += fmt::format("cut {} {}\n", launch, f);
+    for (const auto& [launch, c] : en.cuts)
+      text += fmt::format("{} {} {}\n", c.settled ? "cut" : "trial", launch, c.factor);
     try {
       backend::jit::make_dirs(folder_);
       backend::jit::write_file_atomically(history_path(en.key), text);

@@ -102,11 +102,16 @@ class CostModel {
   /// A class read from the history weighs as this many samples at most: an estimate uses it
   /// at once, and this run's own samples soon outweigh a machine that has changed.
   static constexpr int kHistorySamples = 2;
-  /// The cut a trial of finer cuts settled on for the launch `launch` (a name alike in every
-  /// run) of `e`, kept with its history, so that later runs start there instead of trying
-  /// again; none before a trial settled.
-  std::optional<int64_t> settled_cut(const plan::Executable& e, const std::string& launch) const;
-  void settle_cut(const plan::Executable& e, const std::string& launch, int64_t factor);
+  /// Where a trial of finer cuts of the launch `launch` (a name alike in every run) of `e`
+  /// stands: the cut it settled on, or the finest cut that paid so far in a trial still
+  /// going. Kept with the history, so that later runs start there instead of trying again
+  /// (a run too short for the whole trial goes on with it where the last one stopped).
+  struct Cut {
+    int64_t factor = 1;
+    bool settled = false;
+  };
+  std::optional<Cut> kept_cut(const plan::Executable& e, const std::string& launch) const;
+  void keep_cut(const plan::Executable& e, const std::string& launch, Cut cut);
   /// Writes the history of every executable that recorded since it was read (never throws;
   /// a folder that cannot be written is logged at debug).
   void save() const;
@@ -120,11 +125,11 @@ class CostModel {
   };
   static Estimate of(const Class& c);
   struct Entry {
-    std::string name, key;                // the executable's name and history_key()
-    std::map<int, Class> classes;         // by floor(log2(threads))
-    std::map<std::string, int64_t> cuts;  // settled_cut, by launch
-    bool read = false;                    // its history was looked for
-    bool recorded = false;                // a sample came since
+    std::string name, key;            // the executable's name and history_key()
+    std::map<int, Class> classes;     // by floor(log2(threads))
+    std::map<std::string, Cut> cuts;  // kept_cut, by launch
+    bool read = false;                // its history was looked for
+    bool recorded = false;            // a sample came since
   };
   /// The entry of `e`, its history read once there is a folder; null when it has no
   /// classes and `create` is false. Under mutex_.

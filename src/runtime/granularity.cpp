@@ -877,7 +877,7 @@ int64_t Granularity::finer(const plan::LaunchSpec& spec, const std::vector<int64
     const std::string at_now = every(now, before.factor), at_half = every(half, 2 * before.factor);
     clocks.close(clock_of(before.factor));
     if (t.settled) clocks.close(clock_of(2 * before.factor));
-    if (t.settled) costs.settle_cut(*spec.executable, name, t.factor);
+    costs.keep_cut(*spec.executable, name, {t.factor, t.settled});
     report(fmt::format(
         "automatic work for `{}` over threads {}: superblocks cut in {}: a launch every {}{}; {}",
         spec.executable->name(), spec.threads.str(), before.factor, at_now,
@@ -889,18 +889,20 @@ int64_t Granularity::finer(const plan::LaunchSpec& spec, const std::vector<int64
   return f;
 }
 
-// A new trial starts settled where one settled in an earlier run (the cost history), and
-// names its clocks.
+// A new trial starts settled where one settled in an earlier run (the cost history), or
+// goes on from the finest cut that paid in one that run ended before it settled; and names
+// its clocks.
 bool Granularity::settled_earlier(Trial& t, const plan::LaunchSpec& spec, const std::string& name) {
   t.serial = ++serials_;
-  const auto earlier = driver_.costs().settled_cut(*spec.executable, name);
-  if (!earlier || *earlier > kMostFiner) return false;
-  t.factor = *earlier, t.settled = true;
-  report(
-      fmt::format("automatic work for `{}` over threads {}: superblocks cut in {}, where a "
-                  "trial in an earlier run settled",
-                  spec.executable->name(), spec.threads.str(), t.factor));
-  return true;
+  const auto earlier = driver_.costs().kept_cut(*spec.executable, name);
+  if (!earlier || earlier->factor > kMostFiner) return false;
+  t.factor = earlier->factor, t.settled = earlier->settled;
+  report(fmt::format(
+      "automatic work for `{}` over threads {}: superblocks cut in {}, where a trial in an "
+      "earlier run {}",
+      spec.executable->name(), spec.threads.str(), t.factor,
+      t.settled ? "settled" : fmt::format("stopped (trying {} again)", 2 * t.factor)));
+  return t.settled;
 }
 
 Granularity::Choice Granularity::choose(const plan::LaunchSpec& spec,

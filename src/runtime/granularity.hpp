@@ -129,6 +129,8 @@ class Granularity {
   /// launch clock of the launch at that cut, 0 once the trial is settled.
   int64_t finer(const plan::LaunchSpec& spec, const std::vector<int64_t>& stable, std::size_t count,
                 int64_t threads, uint32_t& clock);
+  /// Starts `t` where a trial of an earlier run left it (the cost history); true if that
+  /// one had settled.
   bool settled_earlier(Trial& t, const plan::LaunchSpec& spec, const std::string& name);
   int64_t rows_per_chunk(DType dtype, const Dim& shape);  // memoized per shape and size
   int64_t chunk_cap() const;  // most_chunk_bytes of the smallest device budget

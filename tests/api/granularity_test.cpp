@@ -165,8 +165,9 @@ TEST(Granularity, TheCostModelKeepsItsHistory) {
     CostModel m;
     m.keep_history(dir.string());
     for (int k = 0; k < 20; ++k) m.record(e, 1024, 4096, seconds, seconds / 2);
-    m.settle_cut(e, "launch-a", 4);
-    EXPECT_EQ(m.settled_cut(e, "launch-a"), 4);
+    m.keep_cut(e, "launch-a", {4, true});
+    m.keep_cut(e, "launch-c", {2, false});  // a trial the run ended before it settled
+    EXPECT_EQ(m.kept_cut(e, "launch-a")->factor, 4);
   }  // written as it ends
   ASSERT_EQ(std::distance(std::filesystem::directory_iterator(dir),
                           std::filesystem::directory_iterator()),
@@ -182,9 +183,13 @@ TEST(Granularity, TheCostModelKeepsItsHistory) {
     EXPECT_NEAR(got->share_per_thread, seconds / 2048, seconds / 2048 * 1e-6);
     EXPECT_EQ(got->threads, 1024);
     EXPECT_FALSE(m.measured(other, 1024).has_value());
-    EXPECT_EQ(m.settled_cut(e, "launch-a"), 4);
-    EXPECT_FALSE(m.settled_cut(e, "launch-b").has_value());
-    EXPECT_FALSE(m.settled_cut(other, "launch-a").has_value());
+    ASSERT_TRUE(m.kept_cut(e, "launch-a") && m.kept_cut(e, "launch-c"));
+    EXPECT_EQ(m.kept_cut(e, "launch-a")->factor, 4);
+    EXPECT_TRUE(m.kept_cut(e, "launch-a")->settled);
+    EXPECT_EQ(m.kept_cut(e, "launch-c")->factor, 2);
+    EXPECT_FALSE(m.kept_cut(e, "launch-c")->settled);
+    EXPECT_FALSE(m.kept_cut(e, "launch-b").has_value());
+    EXPECT_FALSE(m.kept_cut(other, "launch-a").has_value());
     EXPECT_FALSE(m.measured(e, 64).has_value());    // another class
     EXPECT_TRUE(m.estimate(e, 64).has_value());     // the nearest class measured
     m.record(e, 1024, 4096, 3 * seconds, seconds);  // a third sample weighs 1/3
@@ -193,13 +198,14 @@ TEST(Granularity, TheCostModelKeepsItsHistory) {
   }
   CostModel none;
   EXPECT_FALSE(none.measured(e, 1024).has_value());
-  for (const char* bad : {"10 3 nonsense\n", "10 3 1e-3 1024 4096 1e-3\ncut launch-a 3\n"}) {
+  for (const char* bad : {"10 3 nonsense\n", "10 3 1e-3 1024 4096 1e-3\ncut launch-a 3\n",
+                          "10 3 1e-3 1024 4096 1e-3\ntrial launch-a 0\n"}) {
     for (const auto& f : std::filesystem::directory_iterator(dir))
       std::ofstream(f.path()) << "gridspan costs 2\nhistory_e\n" << bad;
     CostModel m;
     m.keep_history(dir.string());
     EXPECT_FALSE(m.measured(e, 1024).has_value()) << bad;
-    EXPECT_FALSE(m.settled_cut(e, "launch-a").has_value()) << bad;
+    EXPECT_FALSE(m.kept_cut(e, "launch-a").has_value()) << bad;
   }
   {
     CostModel m;
@@ -262,16 +268,17 @@ TEST(Granularity, ALaunchClockMeasuresHowOftenLaunchesComplete) {
   EXPECT_FALSE(clocks.period(7));
 }
 
-// Makes the cut a trial settled on in a history file of `cache` `factor`; false if no file
-// holds one.
-bool set_settled_cut(const std::filesystem::path& cache, int factor) {
+// Makes the cut of a trial of finer cuts in a history file of `cache` `factor`, settled
+// (`word` "cut") or going on ("trial"); false if no file holds one.
+bool set_kept_cut(const std::filesystem::path& cache, const std::string& word, int factor) {
   for (const auto& file : history_files(cache)) {
     std::ifstream in(file);
     std::string text, line;
     bool found = false;
     while (std::getline(in, line)) {
-      if (line.rfind("cut ", 0) == 0) {
-        line = line.substr(0, line.rfind(' ') + 1) + std::to_string(factor);
+      if (line.rfind("cut ", 0) == 0 || line.rfind("trial ", 0) == 0) {
+        const auto launch = line.substr(line.find(' ') + 1, line.rfind(' ') - line.find(' '));
+        line = word + " " + launch + std::to_string(factor);
         found = true;
       }
       text += line + "\n";
@@ -280,6 +287,18 @@ bool set_settled_cut(const std::filesystem::path& cache, int factor) {
     if (found) return bool(std::ofstream(file) << text);
   }
   return false;
+}
+
+// The factor and word ("cut", "trial") of the first trial line in a history file of
+// `cache`; empty if none.
+std::string kept_cut_line(const std::filesystem::path& cache) {
+  for (const auto& file : history_files(cache)) {
+    std::ifstream in(file);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("cut ", 0) == 0 || line.rfind("trial ", 0) == 0)
+        return line.substr(0, line.find(' ')) + line.substr(line.rfind(' '));
+  }
+  return "";
 }
 
 // A context keeps what its kernels cost in the cache folder: a later context's first
@@ -323,8 +342,14 @@ TEST(Granularity, ALaterRunStartsFromTheCostsEarlierRunsMeasured) {
   EXPECT_GE(history_files(cache).size(), 1u);
   EXPECT_EQ(first_launch(c, 40), 2u);  // measured in the run before; a trial of finer cuts
   // A later run starts where the trial settled (made 8 here, so that it shows).
-  ASSERT_TRUE(set_settled_cut(cache, 8));
+  ASSERT_TRUE(set_kept_cut(cache, "cut", 8));
   EXPECT_EQ(first_launch(c, 1), 16u);
+  EXPECT_EQ(kept_cut_line(cache), "cut 8");
+  // A trial that a run ended before it settled goes on in the next from its finest cut
+  // that paid (made 4 here): kept as it is by a run too short to measure a cut.
+  ASSERT_TRUE(set_kept_cut(cache, "trial", 4));
+  EXPECT_EQ(first_launch(c, 1), 8u);
+  EXPECT_EQ(kept_cut_line(cache), "trial 4");
   gs::Config off = c;
   off.cost_history = false;
   EXPECT_EQ(first_launch(off), 1u);
