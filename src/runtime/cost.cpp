@@ -114,7 +114,8 @@ std::string CostModel::history_path(const std::string& key) const {
 
 // A history file: "gridspan costs 2", the executable's key, then a line per size class:
 // class, samples, seconds, threads, bytes, share (the running means); and a line per
-// trial of finer cuts: "cut" (settled) or "trial" (going on), the launch, the factor.
+// trial of finer cuts: "cut", the launch and the factor it settled on; or "trial", the
+// launch, the finest factor that paid so far and the one to try next.
 void CostModel::read_history(Entry& en) const {
   std::string text;
   if (!backend::jit::read_file(history_path(en.key), text)) return;
@@ -139,10 +140,13 @@ void CostModel::read_history(Entry& en) const {
 bool CostModel::read_line(const std::string& line, Entry& read, std::map<int, Class>& classes) {
   std::istringstream in(line);
   std::string launch;
-  int64_t f = 0;
   if (line.rfind("cut ", 0) == 0 || line.rfind("trial ", 0) == 0) {
-    if (!(in >> launch >> launch >> f) || f < 1 || !std::has_single_bit(uint64_t(f))) return false;
-    read.cuts[launch] = Cut{f, line[0] == 'c'};
+    Cut c{0, line[0] == 'c', 0};
+    if (!(in >> launch >> launch >> c.factor) || c.factor < 1 ||
+        !std::has_single_bit(uint64_t(c.factor)) || (!c.settled && !(in >> c.probe)) ||
+        (!c.settled && c.probe != 2 * c.factor && c.probe != 4 * c.factor))
+      return false;
+    read.cuts[launch] = c;
     return (in >> std::ws).eof();
   }
   int k = 0;
@@ -184,7 +188,8 @@ void CostModel::save() const {
       text += fmt::format("{} {} {:.9g} {:.9g} {:.9g} {:.9g}\n", k, c.samples, c.seconds, c.threads,
                           c.bytes, c.share);
     for (const auto& [launch, c] : en.cuts)
-      text += fmt::format("{} {} {}\n", c.settled ? "cut" : "trial", launch, c.factor);
+      text += c.settled ? fmt::format("cut {} {}\n", launch, c.factor)
+                        : fmt::format("trial {} {} {}\n", launch, c.factor, c.probe);
     try {
       backend::jit::make_dirs(folder_);
       backend::jit::write_file_atomically(history_path(en.key), text);

@@ -109,6 +109,7 @@ class CostModel {
   struct Cut {
     int64_t factor = 1;
     bool settled = false;
+    int64_t probe = 2;  // going on: the finer cut tried next (twice or four times factor)
   };
   std::optional<Cut> kept_cut(const plan::Executable& e, const std::string& launch) const;
   void keep_cut(const plan::Executable& e, const std::string& launch, Cut cut);

@@ -828,16 +828,18 @@ std::vector<Superblock> Granularity::choose_reported(
   return std::move(c.superblocks);
 }
 
-int64_t Granularity::finer_step(Trial& t, std::optional<double> now, std::optional<double> half,
-                                bool halving_ok) {
+int64_t Granularity::finer_step(Trial& t, std::optional<double> now, std::optional<double> probed,
+                                bool probe_ok) {
   if (t.settled || !now) return t.factor;  // the current cut is measured first
-  if (!halving_ok || t.factor * 2 > kMostFiner) {
+  if (!probe_ok || t.probe() > kMostFiner) {
     t.settled = true;
     return t.factor;
   }
-  if (!half) return t.factor * 2;  // half as large until it is measured
-  if (*half <= *now * (1 - kFinerGain))
-    t.factor *= 2;
+  if (!probed) return t.probe();  // the finer cut until it is measured
+  if (*probed <= *now * (1 - kFinerGain))
+    t.factor = t.probe(), t.leapt = false, t.settled = t.probe() > kMostFiner;
+  else if (!t.leapt && t.factor * 4 <= kMostFiner)
+    t.leapt = true;  // four times as fine next (one more launch at this cut meanwhile)
   else
     t.settled = true;
   return t.factor;
@@ -854,39 +856,43 @@ int64_t Granularity::finer(const plan::LaunchSpec& spec, const std::vector<int64
   CostModel& costs = driver_.costs();
   const std::string name = launch_name(stable, count);
   if (t.serial == 0 && settled_earlier(t, spec, name)) return t.factor;
-  auto clock_of = [&t](int64_t factor) {
-    return t.serial * 8 + uint32_t(std::bit_width(uint64_t(factor)));
-  };
-  const int64_t per = threads / (int64_t(count) * t.factor);
-  const auto est = costs.estimate(*spec.executable, per / 2);
-  const bool halving_ok =
-      per / 2 >= spec.block.volume() && est &&
-      est->seconds_per_thread * double(per / 2) >= kOverheads * baseline_.task_overhead;
+  const int64_t per = threads / (int64_t(count) * t.probe());  // a task's threads, finer
+  const auto est = costs.estimate(*spec.executable, per);
+  const bool probe_ok =
+      per >= spec.block.volume() && est &&
+      est->seconds_per_thread * double(per) >= kOverheads * baseline_.task_overhead;
   LaunchClocks& clocks = costs.clocks();
-  const auto now = clocks.period(clock_of(t.factor));
-  const auto half = clocks.period(clock_of(2 * t.factor));
+  const auto now = clocks.period(t.clock(t.factor));
+  const auto probed = clocks.period(t.clock(t.probe()));
   const Trial before = t;
-  const int64_t f = finer_step(t, now, half, halving_ok);
-  if (t.factor != before.factor || t.settled) {
-    // A period and the spread of the windows it is the median of.
-    auto every = [&](const std::optional<double>& p, int64_t factor) {
-      const auto s = clocks.spread(clock_of(factor));
-      if (!p || !s) return std::string("(not measured)");
-      return fmt::format("{} ({} to {})", us(*p), us(s->first), us(s->second));
-    };
-    const std::string at_now = every(now, before.factor), at_half = every(half, 2 * before.factor);
-    clocks.close(clock_of(before.factor));
-    if (t.settled) clocks.close(clock_of(2 * before.factor));
-    costs.keep_cut(*spec.executable, name, {t.factor, t.settled});
-    report(fmt::format(
-        "automatic work for `{}` over threads {}: superblocks cut in {}: a launch every {}{}; {}",
-        spec.executable->name(), spec.threads.str(), before.factor, at_now,
-        half ? fmt::format(", cut in {}: every {}", 2 * before.factor, at_half) : "",
-        t.settled ? fmt::format("cut in {} (settled)", t.factor)
-                  : fmt::format("cut in {}, trying {}", t.factor, t.factor * 2)));
-  }
-  if (!t.settled) clock = clock_of(f);
+  const int64_t f = finer_step(t, now, probed, probe_ok);
+  if (t.factor != before.factor || t.settled || t.leapt != before.leapt)
+    trial_moved(spec, name, before, t, now, probed);
+  if (!t.settled) clock = t.clock(f);
   return f;
+}
+
+// A trial's step from `before` to `t`: the clocks no longer needed closed, the cut kept with
+// the cost history, and the periods reported.
+void Granularity::trial_moved(const plan::LaunchSpec& spec, const std::string& name,
+                              const Trial& before, const Trial& t, std::optional<double> now,
+                              std::optional<double> probed) {
+  LaunchClocks& clocks = driver_.costs().clocks();
+  auto every = [&](const std::optional<double>& p, int64_t factor) {  // and the windows' spread
+    const auto s = clocks.spread(t.clock(factor));
+    if (!p || !s) return std::string("(not measured)");
+    return fmt::format("{} ({} to {})", us(*p), us(s->first), us(s->second));
+  };
+  const std::string at_now = every(now, before.factor), at_probe = every(probed, before.probe());
+  if (t.factor != before.factor || t.settled) clocks.close(t.clock(before.factor));
+  if (t.factor != before.probe()) clocks.close(t.clock(before.probe()));
+  driver_.costs().keep_cut(*spec.executable, name, {t.factor, t.settled, t.probe()});
+  report(fmt::format(
+      "automatic work for `{}` over threads {}: superblocks cut in {}: a launch every {}{}; {}",
+      spec.executable->name(), spec.threads.str(), before.factor, at_now,
+      probed ? fmt::format(", cut in {}: every {}", before.probe(), at_probe) : "",
+      t.settled ? fmt::format("cut in {} (settled)", t.factor)
+                : fmt::format("cut in {}, trying {}", t.factor, t.probe())));
 }
 
 // A new trial starts settled where one settled in an earlier run (the cost history), or
@@ -897,11 +903,12 @@ bool Granularity::settled_earlier(Trial& t, const plan::LaunchSpec& spec, const 
   const auto earlier = driver_.costs().kept_cut(*spec.executable, name);
   if (!earlier || earlier->factor > kMostFiner) return false;
   t.factor = earlier->factor, t.settled = earlier->settled;
+  t.leapt = !t.settled && earlier->probe == 4 * t.factor;
   report(fmt::format(
       "automatic work for `{}` over threads {}: superblocks cut in {}, where a trial in an "
       "earlier run {}",
       spec.executable->name(), spec.threads.str(), t.factor,
-      t.settled ? "settled" : fmt::format("stopped (trying {} again)", 2 * t.factor)));
+      t.settled ? "settled" : fmt::format("stopped (trying {} again)", t.probe())));
   return t.settled;
 }
 

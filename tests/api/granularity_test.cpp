@@ -166,7 +166,7 @@ TEST(Granularity, TheCostModelKeepsItsHistory) {
     m.keep_history(dir.string());
     for (int k = 0; k < 20; ++k) m.record(e, 1024, 4096, seconds, seconds / 2);
     m.keep_cut(e, "launch-a", {4, true});
-    m.keep_cut(e, "launch-c", {2, false});  // a trial the run ended before it settled
+    m.keep_cut(e, "launch-c", {2, false, 8});  // a trial the run ended before it settled
     EXPECT_EQ(m.kept_cut(e, "launch-a")->factor, 4);
   }  // written as it ends
   ASSERT_EQ(std::distance(std::filesystem::directory_iterator(dir),
@@ -188,6 +188,7 @@ TEST(Granularity, TheCostModelKeepsItsHistory) {
     EXPECT_TRUE(m.kept_cut(e, "launch-a")->settled);
     EXPECT_EQ(m.kept_cut(e, "launch-c")->factor, 2);
     EXPECT_FALSE(m.kept_cut(e, "launch-c")->settled);
+    EXPECT_EQ(m.kept_cut(e, "launch-c")->probe, 8);
     EXPECT_FALSE(m.kept_cut(e, "launch-b").has_value());
     EXPECT_FALSE(m.kept_cut(other, "launch-a").has_value());
     EXPECT_FALSE(m.measured(e, 64).has_value());    // another class
@@ -199,7 +200,9 @@ TEST(Granularity, TheCostModelKeepsItsHistory) {
   CostModel none;
   EXPECT_FALSE(none.measured(e, 1024).has_value());
   for (const char* bad : {"10 3 nonsense\n", "10 3 1e-3 1024 4096 1e-3\ncut launch-a 3\n",
-                          "10 3 1e-3 1024 4096 1e-3\ntrial launch-a 0\n"}) {
+                          "10 3 1e-3 1024 4096 1e-3\ntrial launch-a 0 0\n",
+                          "10 3 1e-3 1024 4096 1e-3\ntrial launch-a 2\n",
+                          "10 3 1e-3 1024 4096 1e-3\ntrial launch-a 2 6\n"}) {
     for (const auto& f : std::filesystem::directory_iterator(dir))
       std::ofstream(f.path()) << "gridspan costs 2\nhistory_e\n" << bad;
     CostModel m;
@@ -269,8 +272,9 @@ TEST(Granularity, ALaunchClockMeasuresHowOftenLaunchesComplete) {
 }
 
 // Makes the cut of a trial of finer cuts in a history file of `cache` `factor`, settled
-// (`word` "cut") or going on ("trial"); false if no file holds one.
-bool set_kept_cut(const std::filesystem::path& cache, const std::string& word, int factor) {
+// (`word` "cut") or going on ("trial", trying `probe` next); false if no file holds one.
+bool set_kept_cut(const std::filesystem::path& cache, const std::string& word, int factor,
+                  int probe = 0) {
   for (const auto& file : history_files(cache)) {
     std::ifstream in(file);
     std::string text, line;
@@ -279,6 +283,7 @@ bool set_kept_cut(const std::filesystem::path& cache, const std::string& word, i
       if (line.rfind("cut ", 0) == 0 || line.rfind("trial ", 0) == 0) {
         const auto launch = line.substr(line.find(' ') + 1, line.rfind(' ') - line.find(' '));
         line = word + " " + launch + std::to_string(factor);
+        if (probe) line += " " + std::to_string(probe);
         found = true;
       }
       text += line + "\n";
@@ -289,14 +294,14 @@ bool set_kept_cut(const std::filesystem::path& cache, const std::string& word, i
   return false;
 }
 
-// The factor and word ("cut", "trial") of the first trial line in a history file of
-// `cache`; empty if none.
+// The first trial line in a history file of `cache` without its launch ("cut 8", "trial 4
+// 8"); empty if none.
 std::string kept_cut_line(const std::filesystem::path& cache) {
   for (const auto& file : history_files(cache)) {
     std::ifstream in(file);
     for (std::string line; std::getline(in, line);)
       if (line.rfind("cut ", 0) == 0 || line.rfind("trial ", 0) == 0)
-        return line.substr(0, line.find(' ')) + line.substr(line.rfind(' '));
+        return line.substr(0, line.find(' ')) + line.substr(line.find(' ', line.find(' ') + 1));
   }
   return "";
 }
@@ -347,9 +352,9 @@ TEST(Granularity, ALaterRunStartsFromTheCostsEarlierRunsMeasured) {
   EXPECT_EQ(kept_cut_line(cache), "cut 8");
   // A trial that a run ended before it settled goes on in the next from its finest cut
   // that paid (made 4 here): kept as it is by a run too short to measure a cut.
-  ASSERT_TRUE(set_kept_cut(cache, "trial", 4));
+  ASSERT_TRUE(set_kept_cut(cache, "trial", 4, 16));
   EXPECT_EQ(first_launch(c, 1), 8u);
-  EXPECT_EQ(kept_cut_line(cache), "trial 4");
+  EXPECT_EQ(kept_cut_line(cache), "trial 4 16");
   gs::Config off = c;
   off.cost_history = false;
   EXPECT_EQ(first_launch(off), 1u);
@@ -761,8 +766,25 @@ TEST(Granularity, FinerCutsAreKeptWhileLaunchesCompleteMoreOften) {
   EXPECT_FALSE(t.settled);
   EXPECT_EQ(G::finer_step(t, 8.0, none, true), 4);
   EXPECT_EQ(G::finer_step(t, 8.0, 8.0 * (1 - G::kFinerGain / 2), true), 2);
-  EXPECT_TRUE(t.settled);  // 4% more often: not enough
+  EXPECT_FALSE(t.settled);  // 4% more often: not enough, but four times as fine is tried
+  EXPECT_EQ(t.probe(), 8);
+  EXPECT_EQ(G::finer_step(t, 8.0, none, true), 8);
+  EXPECT_EQ(G::finer_step(t, 8.0, 8.0 * (1 - G::kFinerGain / 2), true), 2);
+  EXPECT_TRUE(t.settled);  // nor that: the last cut that paid is kept
   EXPECT_EQ(G::finer_step(t, 8.0, 1.0, true), 2);
+
+  G::Trial leap;  // twice as fine is slower, four times pays: kept, then twice that tried
+  EXPECT_EQ(G::finer_step(leap, 10.0, none, true), 2);
+  EXPECT_EQ(G::finer_step(leap, 10.0, 10.5, true), 1);
+  EXPECT_EQ(G::finer_step(leap, 10.0, none, true), 4);
+  EXPECT_EQ(G::finer_step(leap, 10.0, 8.0, true), 4);
+  EXPECT_EQ(leap.factor, 4);
+  EXPECT_FALSE(leap.leapt);
+  EXPECT_EQ(G::finer_step(leap, 8.0, none, true), 8);
+  G::Trial leap_too_fine;  // no leap past kMostFiner
+  leap_too_fine.factor = G::kMostFiner / 2;
+  EXPECT_EQ(G::finer_step(leap_too_fine, 10.0, 10.0, true), G::kMostFiner / 2);
+  EXPECT_TRUE(leap_too_fine.settled);
 
   G::Trial short_tasks;
   EXPECT_EQ(G::finer_step(short_tasks, 10.0, none, false), 1);
@@ -771,6 +793,7 @@ TEST(Granularity, FinerCutsAreKeptWhileLaunchesCompleteMoreOften) {
   G::Trial faster;
   for (int64_t f = 1; f < G::kMostFiner; f *= 2)
     ASSERT_EQ(G::finer_step(faster, 10.0 / double(f), 5.0 / double(f), true), 2 * f);
+  EXPECT_TRUE(faster.settled);  // at kMostFiner: nothing finer to try
   EXPECT_EQ(G::finer_step(faster, 1.0, 0.1, true), G::kMostFiner);
   EXPECT_TRUE(faster.settled);
 }
