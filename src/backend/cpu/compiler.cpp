@@ -27,6 +27,7 @@
 
 #include "backend/cpu/cpu.hpp"
 #include "backend/cpu/fault.hpp"
+#include "backend/cpu/pieces.hpp"
 #include "backend/jit.hpp"
 #include "core/log.hpp"
 #include "gridspan/core/dtype.hpp"
@@ -185,21 +186,18 @@ class CpuKernel final : public CompiledKernel {
   // hold its thread_local storage (__shared__, checked-mode scratch), which LeakSanitizer
   // and late thread exits would otherwise reach through a stale DTV entry.
   ~CpuKernel() override { dlclose(handle_); }
-  // A superblock's blocks are spread over the cpu device's threads along the axis with the
-  // most blocks, except where it must run on one thread: a reduce partial (combined without
-  // atomics, see views.hpp) or the checked mode's report; and where it is too small for
-  // the hand-off (a few microseconds) to pay.
+  // A superblock's blocks are spread over the cpu device's threads in tiles (PieceGrid),
+  // except where it must run on one thread: a reduce partial (combined without atomics,
+  // see views.hpp) or the checked mode's report; and where it is too small for the
+  // hand-off (a few microseconds) to pay.
   static constexpr int64_t kMinThreadsToSpread = 1024;
   void run(const GsLaunch& launch, Device& device) const override {
     auto* cpu = dynamic_cast<CpuDevice*>(&device);
-    int axis = 0;
-    for (int ax = 1; ax < 3; ++ax)
-      if (launch.block_hi[ax] - launch.block_lo[ax] > launch.block_hi[axis] - launch.block_lo[axis])
-        axis = ax;
-    const int64_t lo = launch.block_lo[axis], blocks = launch.block_hi[axis] - lo;
-    int64_t threads = 1;
-    for (int ax = 0; ax < 3; ++ax)
+    int64_t blocks = 1, threads = 1;
+    for (int ax = 0; ax < 3; ++ax) {
+      blocks *= launch.block_hi[ax] - launch.block_lo[ax];
       threads *= (launch.block_hi[ax] - launch.block_lo[ax]) * int64_t(launch.block_dim[ax]);
+    }
     bool whole =
         !cpu || cpu->threads() < 2 || blocks < 2 || threads < kMinThreadsToSpread || launch.check;
     for (int32_t p = 0; p < launch.num_params && !whole; ++p)
@@ -210,12 +208,11 @@ class CpuKernel final : public CompiledKernel {
       entry_(&launch, runtime_);
       return;
     }
-    // A few pieces per thread, so that uneven blocks and busy threads even out.
-    const int pieces = int(std::min<int64_t>(blocks, 4 * int64_t(cpu->threads())));
-    cpu->parallel(pieces, [&](int i) {
+    const PieceGrid grid(launch.block_lo, launch.block_hi, launch.block_dim,
+                         PieceGrid::wanted(threads, cpu->threads()));
+    cpu->parallel(int(grid.pieces()), [&](int i) {
       GsLaunch part = launch;
-      part.block_lo[axis] = lo + blocks * i / pieces;
-      part.block_hi[axis] = lo + blocks * (i + 1) / pieces;
+      grid.cut(i, part);
       RunningKernel running(name_.c_str(), index, part);
       entry_(&part, runtime_);
     });
