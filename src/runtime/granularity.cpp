@@ -839,7 +839,7 @@ int64_t Granularity::finer_step(Trial& t, std::optional<double> now, std::option
   if (*probed <= *now * (1 - kFinerGain))
     t.factor = t.probe(), t.leapt = false, t.settled = t.probe() > kMostFiner;
   else if (!t.leapt && t.factor * 4 <= kMostFiner)
-    t.leapt = true;  // four times as fine next (one more launch at this cut meanwhile)
+    t.leapt = true;  // four times as fine next
   else
     t.settled = true;
   return t.factor;
@@ -856,16 +856,19 @@ int64_t Granularity::finer(const plan::LaunchSpec& spec, const std::vector<int64
   CostModel& costs = driver_.costs();
   const std::string name = launch_name(stable, count);
   if (t.serial == 0 && settled_earlier(t, spec, name)) return t.factor;
-  const int64_t per = threads / (int64_t(count) * t.probe());  // a task's threads, finer
-  const auto est = costs.estimate(*spec.executable, per);
-  const bool probe_ok =
-      per >= spec.block.volume() && est &&
-      est->seconds_per_thread * double(per) >= kOverheads * baseline_.task_overhead;
+  auto long_enough = [&](int64_t cut) {  // a task's threads at `cut`
+    const int64_t per = threads / (int64_t(count) * cut);
+    const auto est = costs.estimate(*spec.executable, per);
+    return per >= spec.block.volume() && est &&
+           est->seconds_per_thread * double(per) >= kOverheads * baseline_.task_overhead;
+  };
   LaunchClocks& clocks = costs.clocks();
   const auto now = clocks.period(t.clock(t.factor));
   const auto probed = clocks.period(t.clock(t.probe()));
   const Trial before = t;
-  const int64_t f = finer_step(t, now, probed, probe_ok);
+  int64_t f = finer_step(t, now, probed, long_enough(t.probe()));
+  if (t.leapt && !before.leapt)  // four times as fine at once, where tasks stay long enough
+    f = finer_step(t, now, std::nullopt, long_enough(t.probe()));
   if (t.factor != before.factor || t.settled || t.leapt != before.leapt)
     trial_moved(spec, name, before, t, now, probed);
   if (!t.settled) clock = t.clock(f);
