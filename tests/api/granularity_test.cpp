@@ -90,6 +90,25 @@ TEST(Granularity, AutomaticDistributionFollowsTheRule) {
   EXPECT_EQ(chunks_of(c), 2u);
 }
 
+// A matrix of fewer rows than a two-dimensional block is high (SpMV's ELL matrix, 23 slots
+// of 23168 rows, stored slot by row) is cut in whole blocks only where the rule wants more
+// than one chunk: on one device it stays whole, on two its first chunk takes whole blocks.
+TEST(Granularity, AMatrixOfFewRowsIsCutOnlyWhereTheRuleSaysSo) {
+  for (int rows : {5, 23, 31}) {
+    gs::Context one(fixed(1));
+    auto a = one.zeros<float>({rows, 1 << 16}, gs::dist::automatic());
+    EXPECT_EQ(chunks_of(a), 1u) << rows;
+    gs::Context two(fixed(2));
+    auto b = two.zeros<float>({rows, 1 << 16}, gs::dist::automatic());
+    const auto chunks = gs::detail::array_chunks(b.handle());
+    ASSERT_EQ(chunks.size(), 2u) << rows;
+    const int64_t first = chunks[0].owned.hi[0];  // whole blocks: a power of two high
+    EXPECT_EQ(first & (first - 1), 0) << rows;
+    EXPECT_GE(2 * first, rows) << rows;
+    EXPECT_EQ(chunks[1].owned.hi[0], rows) << rows;
+  }
+}
+
 TEST(Granularity, AutomaticChunksFitAPartOfTheBudget) {
   gs::Config cfg = fixed(2);
   cfg.device_memory = 1 << 20;
