@@ -115,7 +115,8 @@ std::string CostModel::history_path(const std::string& key) const {
 // A history file: "gridspan costs 2", the executable's key, then a line per size class:
 // class, samples, seconds, threads, bytes, share (the running means); and a line per
 // trial of finer cuts: "cut", the launch and the factor it settled on; or "trial", the
-// launch, the finest factor that paid so far and the one to try next.
+// launch, the finest factor that paid so far, the one to try next and, where that run
+// measured it, the seconds a launch at the first took.
 void CostModel::read_history(Entry& en) const {
   std::string text;
   if (!backend::jit::read_file(history_path(en.key), text)) return;
@@ -145,6 +146,9 @@ bool CostModel::read_line(const std::string& line, Entry& read, std::map<int, Cl
     if (!(in >> launch >> launch >> c.factor) || c.factor < 1 ||
         !std::has_single_bit(uint64_t(c.factor)) || (!c.settled && !(in >> c.probe)) ||
         (!c.settled && c.probe != 2 * c.factor && c.probe != 4 * c.factor))
+      return false;
+    if (!c.settled && !(in >> std::ws).eof() &&
+        (!(in >> c.period) || !(c.period > 0) || !std::isfinite(c.period)))
       return false;
     read.cuts[launch] = c;
     return (in >> std::ws).eof();
@@ -189,7 +193,8 @@ void CostModel::save() const {
                           c.bytes, c.share);
     for (const auto& [launch, c] : en.cuts)
       text += c.settled ? fmt::format("cut {} {}\n", launch, c.factor)
-                        : fmt::format("trial {} {} {}\n", launch, c.factor, c.probe);
+                        : fmt::format("trial {} {} {}{}\n", launch, c.factor, c.probe,
+                                      c.period > 0 ? fmt::format(" {:.9g}", c.period) : "");
     try {
       backend::jit::make_dirs(folder_);
       backend::jit::write_file_atomically(history_path(en.key), text);

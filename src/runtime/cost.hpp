@@ -105,11 +105,13 @@ class CostModel {
   /// Where a trial of finer cuts of the launch `launch` (a name alike in every run) of `e`
   /// stands: the cut it settled on, or the finest cut that paid so far in a trial still
   /// going. Kept with the history, so that later runs start there instead of trying again
-  /// (a run too short for the whole trial goes on with it where the last one stopped).
+  /// (a run too short for the whole trial goes on with it where the last one stopped, and
+  /// one that measured its cut tries the finer one at once against that period).
   struct Cut {
     int64_t factor = 1;
     bool settled = false;
     int64_t probe = 2;  // going on: the finer cut tried next (twice or four times factor)
+    double period = 0;  // going on: seconds a launch at `factor` took in the run (0: none)
   };
   std::optional<Cut> kept_cut(const plan::Executable& e, const std::string& launch) const;
   void keep_cut(const plan::Executable& e, const std::string& launch, Cut cut);

@@ -864,7 +864,10 @@ int64_t Granularity::finer(const plan::LaunchSpec& spec, const std::vector<int64
            est->seconds_per_thread * double(per) >= kOverheads * baseline_.task_overhead;
   };
   LaunchClocks& clocks = costs.clocks();
-  const auto now = clocks.period(t.clock(t.factor));
+  auto now = clocks.period(t.clock(t.factor));
+  if (now && !t.kept)  // a run that ends before the finer cut is measured passes it on
+    costs.keep_cut(*spec.executable, name, {t.factor, false, t.probe(), *now}), t.kept = true;
+  if (!now && t.earlier > 0) now = t.earlier;  // measured in an earlier run: the finer at once
   const auto probed = clocks.period(t.clock(t.probe()));
   const Trial before = t;
   int64_t f = finer_step(t, now, probed, long_enough(t.probe()));
@@ -872,6 +875,7 @@ int64_t Granularity::finer(const plan::LaunchSpec& spec, const std::vector<int64
     f = finer_step(t, now, std::nullopt, long_enough(t.probe()));
   if (t.factor != before.factor || t.settled || t.leapt != before.leapt)
     trial_moved(spec, name, before, t, now, probed);
+  if (t.factor != before.factor) t.earlier = 0, t.kept = true;  // the probe's period, kept
   if (!t.settled) clock = t.clock(f);
   return f;
 }
@@ -884,13 +888,16 @@ void Granularity::trial_moved(const plan::LaunchSpec& spec, const std::string& n
   LaunchClocks& clocks = driver_.costs().clocks();
   auto every = [&](const std::optional<double>& p, int64_t factor) {  // and the windows' spread
     const auto s = clocks.spread(t.clock(factor));
-    if (!p || !s) return std::string("(not measured)");
+    if (!p) return std::string("(not measured)");
+    if (!s) return fmt::format("{} (in an earlier run)", us(*p));
     return fmt::format("{} ({} to {})", us(*p), us(s->first), us(s->second));
   };
   const std::string at_now = every(now, before.factor), at_probe = every(probed, before.probe());
   if (t.factor != before.factor || t.settled) clocks.close(t.clock(before.factor));
   if (t.factor != before.probe()) clocks.close(t.clock(before.probe()));
-  driver_.costs().keep_cut(*spec.executable, name, {t.factor, t.settled, t.probe()});
+  const std::optional<double> period = t.factor == before.factor ? now : probed;
+  driver_.costs().keep_cut(*spec.executable, name,
+                           {t.factor, t.settled, t.probe(), period.value_or(0)});
   report(fmt::format(
       "automatic work for `{}` over threads {}: superblocks cut in {}: a launch every {}{}; {}",
       spec.executable->name(), spec.threads.str(), before.factor, at_now,
@@ -908,11 +915,15 @@ bool Granularity::settled_earlier(Trial& t, const plan::LaunchSpec& spec, const 
   if (!earlier || earlier->factor > kMostFiner) return false;
   t.factor = earlier->factor, t.settled = earlier->settled;
   t.leapt = !t.settled && earlier->probe == 4 * t.factor;
+  t.earlier = t.settled ? 0 : earlier->period;
   report(fmt::format(
       "automatic work for `{}` over threads {}: superblocks cut in {}, where a trial in an "
       "earlier run {}",
       spec.executable->name(), spec.threads.str(), t.factor,
-      t.settled ? "settled" : fmt::format("stopped (trying {} again)", t.probe())));
+      t.settled       ? "settled"
+      : t.earlier > 0 ? fmt::format("stopped (trying {} at once, against its {} a launch)",
+                                    t.probe(), us(t.earlier))
+                      : fmt::format("stopped (trying {} again)", t.probe())));
   return t.settled;
 }
 

@@ -107,6 +107,8 @@ class Granularity {
     bool settled = false;
     bool leapt = false;   // twice as fine did not pay: four times as fine is tried
     uint32_t serial = 0;  // names its clocks
+    double earlier = 0;   // seconds a launch at `factor` took in an earlier run (0: none)
+    bool kept = false;    // this run's period at `factor` is in the cost history
     int64_t probe() const { return factor * (leapt ? 4 : 2); }  // the finer cut tried
     uint32_t clock(int64_t cut) const {  // the launch clock of the launches at `cut`
       return serial * 8 + uint32_t(std::bit_width(uint64_t(cut)));

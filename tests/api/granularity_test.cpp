@@ -10,6 +10,7 @@
 #include <fstream>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -185,7 +186,8 @@ TEST(Granularity, TheCostModelKeepsItsHistory) {
     m.keep_history(dir.string());
     for (int k = 0; k < 20; ++k) m.record(e, 1024, 4096, seconds, seconds / 2);
     m.keep_cut(e, "launch-a", {4, true});
-    m.keep_cut(e, "launch-c", {2, false, 8});  // a trial the run ended before it settled
+    m.keep_cut(e, "launch-c", {2, false, 8});           // a trial the run ended before it settled
+    m.keep_cut(e, "launch-d", {4, false, 8, seconds});  // and a period measured at its cut
     EXPECT_EQ(m.kept_cut(e, "launch-a")->factor, 4);
   }  // written as it ends
   ASSERT_EQ(std::distance(std::filesystem::directory_iterator(dir),
@@ -208,6 +210,10 @@ TEST(Granularity, TheCostModelKeepsItsHistory) {
     EXPECT_EQ(m.kept_cut(e, "launch-c")->factor, 2);
     EXPECT_FALSE(m.kept_cut(e, "launch-c")->settled);
     EXPECT_EQ(m.kept_cut(e, "launch-c")->probe, 8);
+    EXPECT_EQ(m.kept_cut(e, "launch-c")->period, 0);
+    ASSERT_TRUE(m.kept_cut(e, "launch-d"));
+    EXPECT_EQ(m.kept_cut(e, "launch-d")->probe, 8);
+    EXPECT_NEAR(m.kept_cut(e, "launch-d")->period, seconds, seconds * 1e-8);
     EXPECT_FALSE(m.kept_cut(e, "launch-b").has_value());
     EXPECT_FALSE(m.kept_cut(other, "launch-a").has_value());
     EXPECT_FALSE(m.measured(e, 64).has_value());    // another class
@@ -221,7 +227,11 @@ TEST(Granularity, TheCostModelKeepsItsHistory) {
   for (const char* bad : {"10 3 nonsense\n", "10 3 1e-3 1024 4096 1e-3\ncut launch-a 3\n",
                           "10 3 1e-3 1024 4096 1e-3\ntrial launch-a 0 0\n",
                           "10 3 1e-3 1024 4096 1e-3\ntrial launch-a 2\n",
-                          "10 3 1e-3 1024 4096 1e-3\ntrial launch-a 2 6\n"}) {
+                          "10 3 1e-3 1024 4096 1e-3\ntrial launch-a 2 6\n",
+                          "10 3 1e-3 1024 4096 1e-3\ntrial launch-a 2 4 0\n",
+                          "10 3 1e-3 1024 4096 1e-3\ntrial launch-a 2 4 -1e-3\n",
+                          "10 3 1e-3 1024 4096 1e-3\ntrial launch-a 2 4 nan\n",
+                          "10 3 1e-3 1024 4096 1e-3\ntrial launch-a 2 4 1e-3 8\n"}) {
     for (const auto& f : std::filesystem::directory_iterator(dir))
       std::ofstream(f.path()) << "gridspan costs 2\nhistory_e\n" << bad;
     CostModel m;
@@ -291,18 +301,22 @@ TEST(Granularity, ALaunchClockMeasuresHowOftenLaunchesComplete) {
 }
 
 // Makes the cut of a trial of finer cuts in a history file of `cache` `factor`, settled
-// (`word` "cut") or going on ("trial", trying `probe` next); false if no file holds one.
+// (`word` "cut") or going on ("trial", trying `probe` next, after a launch at `factor` took
+// `period`, where given); false if no file holds one.
 bool set_kept_cut(const std::filesystem::path& cache, const std::string& word, int factor,
-                  int probe = 0) {
+                  int probe = 0, const std::string& period = "") {
   for (const auto& file : history_files(cache)) {
     std::ifstream in(file);
     std::string text, line;
     bool found = false;
     while (std::getline(in, line)) {
       if (line.rfind("cut ", 0) == 0 || line.rfind("trial ", 0) == 0) {
-        const auto launch = line.substr(line.find(' ') + 1, line.rfind(' ') - line.find(' '));
-        line = word + " " + launch + std::to_string(factor);
+        std::istringstream words(line);
+        std::string launch;
+        words >> launch >> launch;
+        line = fmt::format("{} {} {}", word, launch, factor);
         if (probe) line += " " + std::to_string(probe);
+        if (!period.empty()) line += " " + period;
         found = true;
       }
       text += line + "\n";
@@ -374,6 +388,16 @@ TEST(Granularity, ALaterRunStartsFromTheCostsEarlierRunsMeasured) {
   ASSERT_TRUE(set_kept_cut(cache, "trial", 4, 16));
   EXPECT_EQ(first_launch(c, 1), 8u);
   EXPECT_EQ(kept_cut_line(cache), "trial 4 16");
+  // A run that measured its cut but ended before the finer one passes the period on, and
+  // the next run's first launch is at once the finer cut, to be measured against it.
+  ASSERT_TRUE(set_kept_cut(cache, "trial", 4, 8));
+  EXPECT_EQ(first_launch(c, 1 + runtime::LaunchClocks::kLaunches + 1), 8u);
+  const std::string kept = kept_cut_line(cache);
+  ASSERT_EQ(kept.rfind("trial 4 8 ", 0), 0u) << kept;
+  EXPECT_GT(std::stod(kept.substr(10)), 0) << kept;
+  EXPECT_EQ(first_launch(c, 1), 16u);
+  EXPECT_EQ(kept_cut_line(cache), kept);
+
   gs::Config off = c;
   off.cost_history = false;
   EXPECT_EQ(first_launch(off), 1u);
