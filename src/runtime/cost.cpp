@@ -91,7 +91,9 @@ CostModel::Entry* CostModel::entry(const plan::Executable& e, bool create) const
   auto it = entries_.find(&e);
   if (it == entries_.end()) {
     if (!create && folder_.empty()) return nullptr;
-    it = entries_.emplace(&e, Entry{e.name(), e.history_key()}).first;
+    Entry made;
+    made.name = e.name(), made.key = e.history_key();
+    it = entries_.emplace(&e, std::move(made)).first;
   }
   Entry& en = it->second;
   if (!en.read && !folder_.empty()) {

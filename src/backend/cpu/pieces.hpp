@@ -8,7 +8,7 @@
 
 namespace gridspan::backend::cpu {
 
-/// A grid of tiles over a superblock's blocks, with at least as many tiles as wanted (or
+/// A grid of tiles over a superblock's blocks, with at least `at_least` tiles (or
 /// one a block). Many tiles a thread even out the threads' ends (a superblock alone on its
 /// device waits for its last piece; slabs along one axis were at most as many as its
 /// blocks: GEMM's 45). The y and z axes are cut first, the longest in blocks first; x
@@ -28,12 +28,12 @@ class PieceGrid {
 
   static constexpr int64_t kLeastRow = 2048;
   PieceGrid(const int64_t block_lo[3], const int64_t block_hi[3], const uint32_t block_dim[3],
-            int64_t wanted) {
+            int64_t at_least) {
     for (int ax = 0; ax < 3; ++ax) {
       lo_[ax] = block_lo[ax];
       blocks_[ax] = block_hi[ax] - block_lo[ax];
     }
-    while (pieces() < wanted) {
+    while (pieces() < at_least) {
       const bool x_first = blocks_[0] / (parts_[0] + 1) * int64_t(block_dim[0]) >= kLeastRow;
       int axis = -1;  // the longest axis in blocks that can be cut, x last unless rows stay long
       for (int ax : {0, 1, 2})
