@@ -48,6 +48,8 @@ void Driver::end() {
   std::exception_ptr unreported;
   try {
     runner->wait_all();
+    // Every task has ended: the trials of finer cuts take what their last launches measured.
+    if (granularity_) granularity_->end_trials(runner->costs());
   } catch (...) {
     unreported = std::current_exception();
   }

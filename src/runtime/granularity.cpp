@@ -855,37 +855,59 @@ int64_t Granularity::finer(const plan::LaunchSpec& spec, const std::vector<int64
   Trial& t = trials_[stable];
   if (t.settled) return t.factor;
   CostModel& costs = driver_.costs();
-  const std::string name = launch_name(stable, count);
-  if (t.serial == 0 && settled_earlier(t, spec, name)) return t.factor;
+  if (t.serial == 0) {
+    t.executable = spec.executable, t.name = launch_name(stable, count);
+    t.threads = spec.threads.str();
+    if (settled_earlier(t)) return t.factor;
+  }
   auto long_enough = [&](int64_t cut) {  // a task's threads at `cut`
     const int64_t per = threads / (int64_t(count) * cut);
     const auto est = costs.estimate(*spec.executable, per);
     return per >= spec.block.volume() && est &&
            est->seconds_per_thread * double(per) >= kOverheads * baseline_.task_overhead;
   };
-  LaunchClocks& clocks = costs.clocks();
-  auto now = clocks.period(t.clock(t.factor));
-  if (now && !t.kept)  // a run that ends before the finer cut is measured passes it on
-    costs.keep_cut(*spec.executable, name, {t.factor, false, t.probe(), *now}), t.kept = true;
-  if (!now && t.earlier > 0) now = t.earlier;  // measured in an earlier run: the finer at once
-  const auto probed = clocks.period(t.clock(t.probe()));
   const Trial before = t;
+  const auto [now, probed] = measured(costs, t);
   int64_t f = finer_step(t, now, probed, long_enough(t.probe()));
   if (t.leapt && !before.leapt)  // four times as fine at once, where tasks stay long enough
     f = finer_step(t, now, std::nullopt, long_enough(t.probe()));
   if (t.factor != before.factor || t.settled || t.leapt != before.leapt)
-    trial_moved(spec, name, before, t, now, probed);
-  if (t.factor != before.factor) t.earlier = 0, t.kept = true;  // the probe's period, kept
+    trial_moved(costs, before, t, now, probed);
   if (!t.settled) clock = t.clock(f);
   return f;
 }
 
+// The periods of `t`'s launches at its cut (else an earlier run's) and at the finer cut it
+// tries. A period at its cut measured now goes to the history at once, so that a run that
+// ends before the finer cut is measured passes it on.
+std::pair<std::optional<double>, std::optional<double>> Granularity::measured(CostModel& costs,
+                                                                              Trial& t) {
+  LaunchClocks& clocks = costs.clocks();
+  auto now = clocks.period(t.clock(t.factor));
+  if (now && !t.kept)
+    costs.keep_cut(*t.executable, t.name, {t.factor, false, t.probe(), *now}), t.kept = true;
+  if (!now && t.earlier > 0) now = t.earlier;  // the finer cut is tried at once against it
+  return {now, clocks.period(t.clock(t.probe()))};
+}
+
+void Granularity::end_trials(CostModel& costs) {
+  std::lock_guard lock(mutex_);
+  for (auto& [stable, t] : trials_) {
+    if (t.settled || !t.executable) continue;
+    const Trial before = t;
+    const auto [now, probed] = measured(costs, t);
+    finer_step(t, now, probed, true);  // launches ran at the finer cut: long enough
+    if (t.factor != before.factor || t.settled || t.leapt != before.leapt)
+      trial_moved(costs, before, t, now, probed);
+  }
+  costs.clocks().close_all();
+}
+
 // A trial's step from `before` to `t`: the clocks no longer needed closed, the cut kept with
-// the cost history, and the periods reported.
-void Granularity::trial_moved(const plan::LaunchSpec& spec, const std::string& name,
-                              const Trial& before, const Trial& t, std::optional<double> now,
-                              std::optional<double> probed) {
-  LaunchClocks& clocks = driver_.costs().clocks();
+// the cost history (with the period measured at it), and the periods reported.
+void Granularity::trial_moved(CostModel& costs, const Trial& before, Trial& t,
+                              std::optional<double> now, std::optional<double> probed) {
+  LaunchClocks& clocks = costs.clocks();
   auto every = [&](const std::optional<double>& p, int64_t factor) {  // and the windows' spread
     const auto s = clocks.spread(t.clock(factor));
     if (!p) return std::string("(not measured)");
@@ -896,11 +918,11 @@ void Granularity::trial_moved(const plan::LaunchSpec& spec, const std::string& n
   if (t.factor != before.factor || t.settled) clocks.close(t.clock(before.factor));
   if (t.factor != before.probe()) clocks.close(t.clock(before.probe()));
   const std::optional<double> period = t.factor == before.factor ? now : probed;
-  driver_.costs().keep_cut(*spec.executable, name,
-                           {t.factor, t.settled, t.probe(), period.value_or(0)});
+  costs.keep_cut(*t.executable, t.name, {t.factor, t.settled, t.probe(), period.value_or(0)});
+  if (t.factor != before.factor) t.earlier = 0, t.kept = true;  // the probe's period, kept
   report(fmt::format(
       "automatic work for `{}` over threads {}: superblocks cut in {}: a launch every {}{}; {}",
-      spec.executable->name(), spec.threads.str(), before.factor, at_now,
+      t.executable->name(), t.threads, before.factor, at_now,
       probed ? fmt::format(", cut in {}: every {}", before.probe(), at_probe) : "",
       t.settled ? fmt::format("cut in {} (settled)", t.factor)
                 : fmt::format("cut in {}, trying {}", t.factor, t.probe())));
@@ -909,9 +931,9 @@ void Granularity::trial_moved(const plan::LaunchSpec& spec, const std::string& n
 // A new trial starts settled where one settled in an earlier run (the cost history), or
 // goes on from the finest cut that paid in one that run ended before it settled; and names
 // its clocks.
-bool Granularity::settled_earlier(Trial& t, const plan::LaunchSpec& spec, const std::string& name) {
+bool Granularity::settled_earlier(Trial& t) {
   t.serial = ++serials_;
-  const auto earlier = driver_.costs().kept_cut(*spec.executable, name);
+  const auto earlier = driver_.costs().kept_cut(*t.executable, t.name);
   if (!earlier || earlier->factor > kMostFiner) return false;
   t.factor = earlier->factor, t.settled = earlier->settled;
   t.leapt = !t.settled && earlier->probe == 4 * t.factor;
@@ -919,7 +941,7 @@ bool Granularity::settled_earlier(Trial& t, const plan::LaunchSpec& spec, const 
   report(fmt::format(
       "automatic work for `{}` over threads {}: superblocks cut in {}, where a trial in an "
       "earlier run {}",
-      spec.executable->name(), spec.threads.str(), t.factor,
+      t.executable->name(), t.threads, t.factor,
       t.settled       ? "settled"
       : t.earlier > 0 ? fmt::format("stopped (trying {} at once, against its {} a launch)",
                                     t.probe(), us(t.earlier))

@@ -109,6 +109,8 @@ class Granularity {
     uint32_t serial = 0;  // names its clocks
     double earlier = 0;   // seconds a launch at `factor` took in an earlier run (0: none)
     bool kept = false;    // this run's period at `factor` is in the cost history
+    std::shared_ptr<const plan::Executable> executable;         // the launch's, for the history
+    std::string name, threads;                                  // its launch_name; for the log
     int64_t probe() const { return factor * (leapt ? 4 : 2); }  // the finer cut tried
     uint32_t clock(int64_t cut) const {  // the launch clock of the launches at `cut`
       return serial * 8 + uint32_t(std::bit_width(uint64_t(cut)));
@@ -119,6 +121,10 @@ class Granularity {
   /// long enough. Advances `t`.
   static int64_t finer_step(Trial& t, std::optional<double> now, std::optional<double> probed,
                             bool probe_ok);
+  /// At the run's end, once every task ended: each trial going on takes the step its last
+  /// launches measured, kept with the cost history (a run of 4 launches measures its cut
+  /// only after its last launch was planned). `costs`: the run's model, still there.
+  void end_trials(CostModel& costs);
 
  private:
   struct Choice;
@@ -142,9 +148,11 @@ class Granularity {
                 int64_t threads, uint32_t& clock);
   /// Starts `t` where a trial of an earlier run left it (the cost history); true if that
   /// one had settled.
-  bool settled_earlier(Trial& t, const plan::LaunchSpec& spec, const std::string& name);
-  void trial_moved(const plan::LaunchSpec& spec, const std::string& name, const Trial& before,
-                   const Trial& t, std::optional<double> now, std::optional<double> probed);
+  bool settled_earlier(Trial& t);
+  void trial_moved(CostModel& costs, const Trial& before, Trial& t, std::optional<double> now,
+                   std::optional<double> probed);
+  /// The periods measured at `t`'s cut (else an earlier run's) and at the finer one.
+  std::pair<std::optional<double>, std::optional<double>> measured(CostModel& costs, Trial& t);
   int64_t rows_per_chunk(DType dtype, const Dim& shape);  // memoized per shape and size
   int64_t chunk_cap() const;  // most_chunk_bytes of the smallest device budget
   /// The rows a chunk of a memory-bound array of `rows` rows takes (under mutex_).

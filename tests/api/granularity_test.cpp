@@ -388,15 +388,23 @@ TEST(Granularity, ALaterRunStartsFromTheCostsEarlierRunsMeasured) {
   ASSERT_TRUE(set_kept_cut(cache, "trial", 4, 16));
   EXPECT_EQ(first_launch(c, 1), 8u);
   EXPECT_EQ(kept_cut_line(cache), "trial 4 16");
-  // A run that measured its cut but ended before the finer one passes the period on, and
-  // the next run's first launch is at once the finer cut, to be measured against it.
+  // A run that measured its cut but ended before the finer one passes the period on (its
+  // last launch measured as the run ends), and the next run's first launch is at once the
+  // finer cut, to be measured against it.
+  const int measured = 1 + runtime::LaunchClocks::kLaunches;  // the first one's ends left out
   ASSERT_TRUE(set_kept_cut(cache, "trial", 4, 8));
-  EXPECT_EQ(first_launch(c, 1 + runtime::LaunchClocks::kLaunches + 1), 8u);
+  EXPECT_EQ(first_launch(c, measured), 8u);
   const std::string kept = kept_cut_line(cache);
   ASSERT_EQ(kept.rfind("trial 4 8 ", 0), 0u) << kept;
   EXPECT_GT(std::stod(kept.substr(10)), 0) << kept;
   EXPECT_EQ(first_launch(c, 1), 16u);
   EXPECT_EQ(kept_cut_line(cache), kept);
+  // A run of that many launches at the finer cut takes the step as it ends: 8 kept (tried
+  // against 16 next, with its period) or leapt over (16 tried against 4's period).
+  EXPECT_EQ(first_launch(c, measured), 16u);
+  const std::string step = kept_cut_line(cache);
+  EXPECT_TRUE(step.rfind("trial 8 16 ", 0) == 0 || step == "trial 4 16" + kept.substr(9)) << step;
+  EXPECT_NE(step, kept);
 
   gs::Config off = c;
   off.cost_history = false;

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Session 32, call 1 (the GPU machine): session 31's call 2 (never run there) by path, on
+# Session 32, call 1 (the GPU machine), run as `DEADLINE=330 RUNS=3 ROUNDS=4 bash
+# .../call1/run.sh hotspot gemm correlator`: session 31's call 2 (never run there) by path, on
 # the code of session 32: the cpu sweep (two cpu devices of 7 threads) of HotSpot, GEMM, the
 # Correlator and Black-Scholes with the pieces in tiles, the trial's leap, the trial kept
 # across runs with its period (a run's first launch at once at the cut tried next), a cold
