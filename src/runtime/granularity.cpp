@@ -858,6 +858,8 @@ int64_t Granularity::finer(const plan::LaunchSpec& spec, const std::vector<int64
   if (t.serial == 0) {
     t.executable = spec.executable, t.name = launch_name(stable, count);
     t.threads = spec.threads.str();
+    const auto est = costs.estimate(*spec.executable, threads / int64_t(count));
+    t.fresh = !est || !est->earlier;
     if (settled_earlier(t)) return t.factor;
   }
   auto long_enough = [&](int64_t cut) {  // a task's threads at `cut`
@@ -879,12 +881,14 @@ int64_t Granularity::finer(const plan::LaunchSpec& spec, const std::vector<int64
 
 // The periods of `t`'s launches at its cut (else an earlier run's) and at the finer cut it
 // tries. A period at its cut measured now goes to the history at once, so that a run that
-// ends before the finer cut is measured passes it on.
+// ends before the finer cut is measured passes it on; but not from a kernel's first run
+// (no history), whose launches ran slower than later runs' (N-Body on the GPU machine's
+// cores: 56843.3 us a launch against 31358.1; a finer cut would win against it unearned).
 std::pair<std::optional<double>, std::optional<double>> Granularity::measured(CostModel& costs,
                                                                               Trial& t) {
   LaunchClocks& clocks = costs.clocks();
   auto now = clocks.period(t.clock(t.factor));
-  if (now && !t.kept)
+  if (now && !t.kept && !t.fresh)
     costs.keep_cut(*t.executable, t.name, {t.factor, false, t.probe(), *now}), t.kept = true;
   if (!now && t.earlier > 0) now = t.earlier;  // the finer cut is tried at once against it
   return {now, clocks.period(t.clock(t.probe()))};
@@ -918,7 +922,8 @@ void Granularity::trial_moved(CostModel& costs, const Trial& before, Trial& t,
   if (t.factor != before.factor || t.settled) clocks.close(t.clock(before.factor));
   if (t.factor != before.probe()) clocks.close(t.clock(before.probe()));
   const std::optional<double> period = t.factor == before.factor ? now : probed;
-  costs.keep_cut(*t.executable, t.name, {t.factor, t.settled, t.probe(), period.value_or(0)});
+  costs.keep_cut(*t.executable, t.name,
+                 {t.factor, t.settled, t.probe(), t.fresh ? 0 : period.value_or(0)});
   if (t.factor != before.factor) t.earlier = 0, t.kept = true;  // the probe's period, kept
   report(fmt::format(
       "automatic work for `{}` over threads {}: superblocks cut in {}: a launch every {}{}; {}",

@@ -109,6 +109,7 @@ class Granularity {
     uint32_t serial = 0;  // names its clocks
     double earlier = 0;   // seconds a launch at `factor` took in an earlier run (0: none)
     bool kept = false;    // this run's period at `factor` is in the cost history
+    bool fresh = false;   // the kernel had no history: periods stay in this run
     std::shared_ptr<const plan::Executable> executable;         // the launch's, for the history
     std::string name, threads;                                  // its launch_name; for the log
     int64_t probe() const { return factor * (leapt ? 4 : 2); }  // the finer cut tried
