@@ -401,6 +401,29 @@ std::vector<int> candidates(const plan::LaunchSpec& spec) {
   return out;
 }
 
+// The params of `among` that the launch writes; all of them where it writes none.
+std::vector<int> written(const plan::LaunchSpec& spec, const std::vector<int>& among) {
+  std::vector<int> out;
+  for (int param : among)
+    for (const annotation::Access& a : spec.annotation->modes())
+      if (a.param == param && writes(a.mode)) {
+        out.push_back(param);
+        break;
+      }
+  return out.empty() ? among : out;
+}
+
+// Each chunk of the arrays `params` (its box and device) appended to `key`.
+void add_chunks(const plan::LaunchSpec& spec, const std::vector<int>& params,
+                std::vector<int64_t>& key) {
+  for (int param : params)
+    for (const plan::ChunkMeta& c : spec.arrays[param]->chunks) {
+      for (int ax = 0; ax < c.owned.rank; ++ax)
+        key.insert(key.end(), {c.owned.lo[ax], c.owned.hi[ax]});
+      key.push_back(c.device);
+    }
+}
+
 // The principal array's axis (rows first) and the highest thread axis whose first slab of
 // blocks reaches only part of it: sets `l.along` and `l.axis`; false when there is none.
 bool walk_axes(Launch& l) {
@@ -770,15 +793,14 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
   const bool worth = moving_pays(seconds, pieces, array_bytes(spec), array_count(spec), b);
   // The choice depends on the launch, the principal array's chunks, the pieces and whether
   // moving data pays.
-  std::vector<int64_t> stable = launch_key(spec);
   const std::vector<int> followable = candidates(spec);
-  for (int param : followable)
-    for (const plan::ChunkMeta& c : spec.arrays[param]->chunks) {
-      for (int ax = 0; ax < c.owned.rank; ++ax)
-        stable.insert(stable.end(), {c.owned.lo[ax], c.owned.hi[ax]});
-      stable.push_back(c.device);
-    }
-  std::vector<int64_t> key = stable;
+  std::vector<int64_t> key = launch_key(spec);
+  add_chunks(spec, followable, key);
+  // A trial of finer cuts goes on while the arrays the launch writes keep their chunks: an
+  // array it only reads may be replicated at its second launch (GEMM's `b`), which left a
+  // run of 4 launches 2 on a trial begun anew, too few to measure.
+  std::vector<int64_t> stable = launch_key(spec);
+  add_chunks(spec, written(spec, followable), stable);
   key.insert(key.end(), {pieces, worth, thread_pieces});
   std::lock_guard lock(mutex_);
   auto it = choices_.find(key);

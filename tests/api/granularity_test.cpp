@@ -418,6 +418,60 @@ TEST(Granularity, ALaterRunStartsFromTheCostsEarlierRunsMeasured) {
   std::filesystem::remove_all(cache);
 }
 
+// The heavy kernel with a few weights every thread reads whole.
+const char* kHeavyWeights = R"(
+__device__ void heavy_weights(dim3 blockIdx, int64_t n, int64_t rounds, gridspan::Vector<float> out,
+                              const gridspan::Vector<float> in, const gridspan::Vector<float> w) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float x = in[i];
+  for (int64_t r = 0; r < rounds; ++r) x = x * 0.999f + 0.001f * w[r % 4];
+  out[i] = x;
+}
+)";
+
+// A trial of finer cuts goes on while the arrays a launch writes keep their chunks: the
+// weights, read whole on both devices, are replicated at the second launch (GEMM's `b`),
+// and a run of 1 + kLaunches launches still measures its cut and keeps the period.
+TEST(Granularity, ATrialGoesOnWhenAnArrayItReadsIsReplicated) {
+  const auto cache = fresh_folder("history-replicated");
+  gs::Config c = fixed(2);
+  c.cache_dir = cache.string();
+  c.cost_history = true;
+  const int64_t n = 1 << 16, rounds = 500;
+  const auto values = random_floats(n, test::base_seed() + 21);
+  const auto weights = random_floats(4, test::base_seed() + 22);
+  std::vector<float> want(n);
+  for (int64_t i = 0; i < n; ++i) {
+    float x = values[i];
+    for (int64_t r = 0; r < rounds; ++r) x = x * 0.999f + 0.001f * weights[r % 4];
+    want[i] = x;
+  }
+  auto run = [&](int launches) {
+    gs::Context ctx(c);
+    auto k = ctx.compile(gs::KernelDef::from_source(kHeavyWeights, "heavy_weights")
+                             .annotate("global i => write out[i], read in[i], read w[:]"));
+    auto in = ctx.from_vector<float>(values, {n}, gs::dist::automatic());
+    auto w = ctx.from_vector<float>(weights, {4}, gs::dist::automatic());
+    auto out = ctx.full<float>({n}, -777.0f, gs::dist::automatic());
+    ASSERT_EQ(chunks_of(out), 2u);
+    for (int l = 0; l < launches; ++l)
+      k.launch({n}, {256}, gs::work::automatic(), n, rounds, out, in, w).wait();
+    EXPECT_EQ(gs::detail::array_chunks(w.handle()).size(), 2u) << "replicated";
+    const auto got = out.to_vector();
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-4f * std::max(1.0f, std::abs(want[i])))
+          << i << " seed " << test::base_seed();
+  };
+  const int measured = 1 + runtime::LaunchClocks::kLaunches;
+  run(measured);  // the kernel's first run: no period kept
+  run(measured);
+  const std::string kept = kept_cut_line(cache);
+  ASSERT_EQ(kept.rfind("trial 1 2 ", 0), 0u) << kept;
+  EXPECT_GT(std::stod(kept.substr(10)), 0) << kept;
+  std::filesystem::remove_all(cache);
+}
+
 // On one device (a GPU where there is one: its timing events), superblocks of 2^20
 // threads, more blocks than a batch takes.
 TEST(Granularity, KernelCostsAreMeasured) {
