@@ -794,12 +794,11 @@ void Granularity::superblocks(plan::LaunchSpec& spec) {
   // The choice depends on the launch, the principal array's chunks, the pieces and whether
   // moving data pays.
   const std::vector<int> followable = candidates(spec);
-  std::vector<int64_t> key = launch_key(spec);
+  std::vector<int64_t> stable = launch_key(spec), key = stable;
   add_chunks(spec, followable, key);
   // A trial of finer cuts goes on while the arrays the launch writes keep their chunks: an
   // array it only reads may be replicated at its second launch (GEMM's `b`), which left a
   // run of 4 launches 2 on a trial begun anew, too few to measure.
-  std::vector<int64_t> stable = launch_key(spec);
   add_chunks(spec, written(spec, followable), stable);
   key.insert(key.end(), {pieces, worth, thread_pieces});
   std::lock_guard lock(mutex_);
@@ -895,8 +894,7 @@ int64_t Granularity::finer(const plan::LaunchSpec& spec, const std::vector<int64
   int64_t f = finer_step(t, now, probed, long_enough(t.probe()));
   if (t.leapt && !before.leapt)  // four times as fine at once, where tasks stay long enough
     f = finer_step(t, now, std::nullopt, long_enough(t.probe()));
-  if (t.factor != before.factor || t.settled || t.leapt != before.leapt)
-    trial_moved(costs, before, t, now, probed);
+  if (moved(before, t)) trial_moved(costs, before, t, now, probed);
   if (!t.settled) clock = t.clock(f);
   return f;
 }
@@ -923,8 +921,7 @@ void Granularity::end_trials(CostModel& costs) {
     const Trial before = t;
     const auto [now, probed] = measured(costs, t);
     finer_step(t, now, probed, true);  // launches ran at the finer cut: long enough
-    if (t.factor != before.factor || t.settled || t.leapt != before.leapt)
-      trial_moved(costs, before, t, now, probed);
+    if (moved(before, t)) trial_moved(costs, before, t, now, probed);
   }
   costs.clocks().close_all();
 }

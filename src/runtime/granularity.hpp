@@ -113,6 +113,10 @@ class Granularity {
     std::shared_ptr<const plan::Executable> executable;         // the launch's, for the history
     std::string name, threads;                                  // its launch_name; for the log
     int64_t probe() const { return factor * (leapt ? 4 : 2); }  // the finer cut tried
+    /// Whether a step from `before` changed the cut, settled or leapt.
+    friend bool moved(const Trial& before, const Trial& t) {
+      return t.factor != before.factor || t.settled || t.leapt != before.leapt;
+    }
     uint32_t clock(int64_t cut) const {  // the launch clock of the launches at `cut`
       return serial * 8 + uint32_t(std::bit_width(uint64_t(cut)));
     }
