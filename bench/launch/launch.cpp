@@ -11,7 +11,8 @@
 // with --inline K, `d += gs::sum(y * x)` K times inside a native function into its
 // reduce(+) parameter.
 //
-//   bench_launch [--n 65536] [--chunks 1,4] [--launches 20000] [--runs 5] [--json out.json]
+//   bench_launch [--n 65536] [--chunks 1,4 (0: automatic)] [--launches 20000] [--runs 5] [--json
+//   out.json]
 //                [--waits-only] [--inline 1,8] [--arrays | --dot]
 #include <gridspan/gridspan.hpp>
 
@@ -87,6 +88,14 @@ struct Figures {
   double wait_launch_us = 0;  // of launch+wait, the time until launch() returned
 };
 
+// The arrays' chunks and the launches' superblocks: `chunks` of each, or (0) gridspan's
+// own choice (dist::automatic, work::automatic), to time what choosing costs a launch.
+std::pair<gs::DataDistribution, gs::WorkDistribution> cut(int n, int chunks) {
+  if (chunks == 0) return {gs::dist::automatic(), gs::work::automatic()};
+  const int per_chunk = (n + chunks - 1) / chunks;
+  return {gs::dist::rows(per_chunk), gs::work::tiles({per_chunk})};
+}
+
 // Seconds per launch of `waits` launches each followed by wait(), and of that the seconds
 // until each launch call returned.
 template <class Launch>
@@ -115,9 +124,7 @@ struct Step {
 // launches each followed by wait(). The medians of `runs`.
 Figures time_launches(gs::Context& ctx, const Step& step, int n, int chunks, int launches, int runs,
                       bool waits_only, std::vector<float>& y_out, int& total_launches) {
-  const int per_chunk = (n + chunks - 1) / chunks;
-  const auto dist = gs::dist::rows(per_chunk);
-  const auto work = gs::work::tiles({per_chunk});
+  const auto [dist, work] = cut(n, chunks);
   const auto [xs, ys] = inputs(n);
   auto x = ctx.from_vector<float>(xs, {n}, dist);
   auto y = ctx.from_vector<float>(ys, {n}, dist);
@@ -163,8 +170,7 @@ Figures time_launches(gs::Context& ctx, const Step& step, int n, int chunks, int
 // `runs`; `ok` false if a result is not exact.
 double time_dots(gs::Context& ctx, const gs::Kernel& native, int n, int chunks, int steps,
                  int launches, int runs, bool& ok) {
-  const int per_chunk = (n + chunks - 1) / chunks;
-  const auto dist = gs::dist::rows(per_chunk);
+  const auto [dist, work] = cut(n, chunks);
   const auto [xs, ys] = dot_inputs(n);
   auto x = ctx.from_vector<float>(xs, {n}, dist);
   auto y = ctx.from_vector<float>(ys, {n}, dist);
@@ -174,7 +180,7 @@ double time_dots(gs::Context& ctx, const gs::Kernel& native, int n, int chunks, 
     if (steps == 1)
       acc += gs::sum(y * x), ++made;
     else
-      native.launch({n}, {256}, gs::work::tiles({per_chunk}), n, steps, d, y, x);
+      native.launch({n}, {256}, work, n, steps, d, y, x);
   };
   for (int i = 0; i < 100; ++i) step();  // warm: compiled, chunks resident
   ctx.synchronize();
@@ -218,7 +224,9 @@ int main(int argc, char** argv) {
   std::string json_path;
   bool waits_only = false, arrays = false, dot = false;
   app.add_option("--n", n, "elements per array");
-  app.add_option("--chunks", chunk_counts, "chunks per array (each a run)")->delimiter(',');
+  app.add_option("--chunks", chunk_counts,
+                 "chunks per array (each a run; 0: gridspan chooses, dist/work::automatic)")
+      ->delimiter(',');
   app.add_option("--launches", launches, "launches per timed chain");
   app.add_option("--runs", runs, "timed chains (the median is reported)");
   app.add_option("--json", json_path, "write the figures here");

@@ -120,6 +120,7 @@ void Annotation::merge(const Annotation& other) {
     }
     impl_->rules.push_back(std::move(r));
   }
+  impl_->modes = detail::merged_modes(*impl_);
 }
 
 void Annotation::validate(const std::vector<ParamInfo>& params) const {
@@ -149,11 +150,15 @@ void Annotation::validate(const std::vector<ParamInfo>& params) const {
   }
 }
 
-std::vector<Access> Annotation::modes() const {
+const std::vector<Access>& Annotation::modes() const {
+  return impl_->modes;
+}
+
+std::vector<Access> detail::merged_modes(const Annotation::Impl& impl) {
   std::vector<Access> out;
-  for (std::size_t p = 0; p < impl_->params.size(); ++p) {
-    if (!impl_->params[p].is_array) continue;
-    detail::MergedMode m = detail::merge_modes(*impl_, static_cast<int>(p));
+  for (std::size_t p = 0; p < impl.params.size(); ++p) {
+    if (!impl.params[p].is_array) continue;
+    detail::MergedMode m = detail::merge_modes(impl, static_cast<int>(p));
     if (m.first < 0) continue;
     Access a;
     a.param = static_cast<int>(p);

@@ -89,7 +89,7 @@ class Annotation {
                        const std::vector<Dim>& shapes) const;
 
   /// Mode of each array parameter after merging (read if only read rules ...).
-  std::vector<Access> modes() const;
+  const std::vector<Access>& modes() const;
   const std::vector<std::string>& texts() const;
   /// The rules' identity, shared by copies until one is changed (merge copies first): a key
   /// for a cache that holds a copy, so that the identity is not reused while it is kept.

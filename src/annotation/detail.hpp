@@ -101,6 +101,8 @@ MergedMode merge_modes(const Annotation::Impl& impl, int param);
 
 /// Throws AnnotationError on the first array whose rules do not merge (see MergedMode).
 void check_mode_conflicts(const Annotation::Impl& impl);
+/// Each array parameter's merged mode (Annotation::modes, made when the rules change).
+std::vector<Access> merged_modes(const Annotation::Impl& impl);
 
 // ---- bind-time representation ------------------------------------------------------
 
@@ -147,6 +149,7 @@ struct Annotation::Impl {
   std::vector<std::string> texts;
   std::vector<detail::Node> nodes;
   std::vector<detail::Rule> rules;
+  std::vector<Access> modes;  // each array parameter's merged mode, made once rules change
 };
 
 struct BoundAnnotation::Impl {

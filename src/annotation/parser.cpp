@@ -479,6 +479,7 @@ Annotation Annotation::parse(const std::string& text, const std::vector<ParamInf
   impl->texts.push_back(text);
   Parser(impl->texts.back(), defines, *impl, 0).run();
   detail::check_mode_conflicts(*impl);
+  impl->modes = detail::merged_modes(*impl);
   Annotation a;
   a.impl_ = std::move(impl);
   return a;

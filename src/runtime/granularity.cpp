@@ -129,8 +129,11 @@ void remember(std::set<std::vector<int64_t>>& kept, std::vector<int64_t> key) {
 
 }  // namespace
 
-int64_t Granularity::chunk_cap() const {
-  return most_chunk_bytes(int64_t(smallest_budget(driver_)));
+// The budgets are fixed for the Context's life; asking every rank for them (a host name and
+// the memory manager's figures each) on every launch cost the launching thread 4 us.
+int64_t Granularity::chunk_cap() {
+  if (!cap_) cap_ = most_chunk_bytes(int64_t(smallest_budget(driver_)));
+  return cap_;
 }
 
 Granularity::Granularity(Driver& driver) : driver_(driver) {

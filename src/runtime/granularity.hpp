@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <map>
@@ -159,7 +160,7 @@ class Granularity {
   /// The periods measured at `t`'s cut (else an earlier run's) and at the finer one.
   std::pair<std::optional<double>, std::optional<double>> measured(CostModel& costs, Trial& t);
   int64_t rows_per_chunk(DType dtype, const Dim& shape);  // memoized per shape and size
-  int64_t chunk_cap() const;  // most_chunk_bytes of the smallest device budget
+  int64_t chunk_cap();  // most_chunk_bytes of the smallest device budget, found once
   /// The rows a chunk of a memory-bound array of `rows` rows takes (under mutex_).
   int64_t shared_cut(int64_t rows, int64_t per, int64_t align);
   void report(const std::string& what);  // info log, once per text, and the trace
@@ -172,14 +173,14 @@ class Granularity {
   std::map<std::vector<int64_t>, std::vector<Superblock>> choices_;  // by launch and estimate
   std::set<std::string> said_;
   std::map<std::array<int64_t, 5>, int64_t> rows_;  // chunk rows by shape and element size
-  std::map<int64_t, int64_t> bound_rows_;
-  std::set<std::vector<int64_t>> kept_cuts_;      // launches recuts() found nothing to cut in
-  std::set<std::vector<int64_t>> kept_places_;    // launches replicas() found nothing in
-  std::map<uint64_t, int> whole_reads_;           // by array, launches that read it whole
-  std::map<std::vector<int64_t>, Trial> trials_;  // by launch and chunks
+  std::map<int64_t, int64_t> bound_rows_;           // by row count: the finest memory-bound cut
+  std::set<std::vector<int64_t>> kept_cuts_;        // launches recuts() found nothing to cut in
+  std::set<std::vector<int64_t>> kept_places_;      // launches replicas() found nothing in
+  std::map<uint64_t, int> whole_reads_;             // by array, launches that read it whole
+  std::map<std::vector<int64_t>, Trial> trials_;    // by launch and chunks
   uint32_t serials_ = 0;
-  std::array<std::shared_ptr<const plan::Executable>, kMaxRank>
-      copiers_;  // recut, by rank           // by row count: the finest cut the memory bound
+  std::atomic<int64_t> cap_{0};  // chunk_cap(), 0 until found
+  std::array<std::shared_ptr<const plan::Executable>, kMaxRank> copiers_;  // recut's, by rank
 };
 
 /// The devices' smallest memory budget (over every rank).

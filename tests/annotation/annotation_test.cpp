@@ -160,6 +160,8 @@ TEST(AnnotationParse, TextsAndMergeAcrossAnnotateCalls) {
   EXPECT_EQ(modes[0].mode, Mode::write);
   EXPECT_EQ(modes[1].param, 2);
   EXPECT_EQ(modes[1].mode, Mode::read);
+  ASSERT_EQ(copy.modes().size(), 1u);  // the copy's modes are its own rules'
+  EXPECT_EQ(copy.modes()[0].mode, Mode::write);
 
   auto bound = a.bind({{1000}, {256}}, {1000, 0, 0}, {{}, {1000}, {1000}});
   auto acc = bound.regions(rect1(1, 3));
