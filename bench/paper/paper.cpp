@@ -491,6 +491,7 @@ struct Outcome {
   std::vector<double> runs;
   std::vector<unsigned char> output;
   std::string error;
+  std::size_t moved_bytes = 0;  // between devices and host, over the timed runs
 };
 
 // Every variant `rounds` times, interleaved (round r starts at variant r), so that a drift of
@@ -507,6 +508,7 @@ std::vector<Outcome> run_variants(const Spec& spec, const std::string& backend,
       try {
         Timing t = run_gridspan(spec, backend, v.devices, memory, runs, v.per_gpu);
         out[k].runs.insert(out[k].runs.end(), t.runs.begin(), t.runs.end());
+        out[k].moved_bytes += t.moved_bytes;
         if (out[k].output.empty()) out[k].output = std::move(t.output);
       } catch (const std::exception& e) {  // a hand choice whose chunks do not fit
         out[k].error = e.what();
@@ -544,12 +546,17 @@ nlohmann::json sweep_one(const Spec& spec, const std::string& backend, int gpus,
     const double best = *std::min_element(o.runs.begin(), o.runs.end());
     if (!first) first = &o.output;
     const std::string check = compare(spec, o.output, *first);
-    fmt::print("sweep {:<12} {:<22} {:>14} {:>10.5f} s {:>12.4g} {}  {}\n", spec.name,
-               spec.size_label, v.label, best, spec.items / best, spec.unit, check);
+    // Out of core, the bytes a run moved between device and host memory: a choice that
+    // keeps less resident from one pass to the next shows here.
+    const double moved = double(o.moved_bytes) / double(o.runs.size());
+    const std::string moved_text = ooc ? fmt::format("  moved {:.2f} GB a run", moved / 1e9) : "";
+    fmt::print("sweep {:<12} {:<22} {:>14} {:>10.5f} s {:>12.4g} {}  {}{}\n", spec.name,
+               spec.size_label, v.label, best, spec.items / best, spec.unit, check, moved_text);
     row.update({{"best_s", best},
                 {"runs_s", o.runs},
                 {"throughput", spec.items / best},
-                {"check", check}});
+                {"check", check},
+                {"moved_bytes_per_run", moved}});
     rows.push_back(row);
   }
   return rows;
