@@ -4,7 +4,7 @@
 # in the machine's copy only), against hand choices around both cuts, with the bytes a run
 # moves (bench_paper's sweep prints them out of core since 3e7eb3d). Black-Scholes' 13 chunks
 # at 1/32 ran at 0.909-0.93 of its best hand choice and of Dask's rule in three sessions, and
-# below hand 8 too. Arguments: "ooc" and/or "incore" (default: ooc); DEADLINE in seconds.
+# below hand 8 too. Arguments: "ooc", "incore", "trace" (default: ooc); DEADLINE in seconds.
 cd "$(dirname "$0")/../../../.."
 export GRIDSPAN_CACHE_DIR=$PWD/build-g/kernel-cache
 t0=$(date +%s)
@@ -29,6 +29,11 @@ for part in ${@:-ooc}; do
   [ $part = ooc ] && run ooc64 "--sweep 8,13,16,26,32,64 --out-of-core" blackscholes:3 \
     hotspot:2 correlator:3 kmeans:3 spmv:4
   [ $part = incore ] && run incore64 "--sweep 1,2,4" hotspot:3 kmeans:3 blackscholes:3
+  # A trace of automatic's Black-Scholes out of core (the last Context of the sweep writes
+  # it last): the copy queues' idle gaps against the kernels'.
+  [ $part = trace ] && GRIDSPAN_TRACE=$OUT/blackscholes-ooc-trace.json timeout 120 \
+    build-g/bench/bench_paper --bench blackscholes --sizes 3 --gpus 1 --runs 1 --sweep 16 \
+    --out-of-core | grep -a '^sweep' | tee $OUT/trace-sweep.txt
 done
 rm -f $OUT/log.txt
 echo "done $(( $(date +%s) - t0 )) s"
