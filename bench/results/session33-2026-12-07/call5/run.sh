@@ -34,6 +34,7 @@ for part in ${@:-ooc}; do
   [ $part = trace ] && GRIDSPAN_TRACE=$OUT/blackscholes-ooc-trace.json timeout 120 \
     build-g/bench/bench_paper --bench blackscholes --sizes 3 --gpus 1 --runs 1 --sweep 16 \
     --out-of-core | grep -a '^sweep' | tee $OUT/trace-sweep.txt
+  [ $part = trace ] && python3 bench/paper/trace_summary.py $OUT/blackscholes-ooc-trace.json
 done
 rm -f $OUT/log.txt
 echo "done $(( $(date +%s) - t0 )) s"
