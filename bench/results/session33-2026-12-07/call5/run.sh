@@ -30,9 +30,11 @@ for part in ${@:-ooc}; do
     hotspot:2 correlator:3 kmeans:3 spmv:4
   [ $part = incore ] && run incore64 "--sweep 1,2,4" hotspot:3 kmeans:3 blackscholes:3
   # A trace of automatic's Black-Scholes out of core (the last Context of the sweep writes
-  # it last): the copy queues' idle gaps against the kernels'.
+  # it last): the copy queues' idle gaps against the kernels'. Also a check of position: in
+  # a sweep of one round automatic runs last, after every hand choice (sessions 22, 23, 33);
+  # here after three variants only.
   [ $part = trace ] && GRIDSPAN_TRACE=$OUT/blackscholes-ooc-trace.json timeout 120 \
-    build-g/bench/bench_paper --bench blackscholes --sizes 3 --gpus 1 --runs 1 --sweep 16 \
+    build-g/bench/bench_paper --bench blackscholes --sizes 3 --gpus 1 --runs 3 --sweep 16 \
     --out-of-core | grep -a '^sweep' | tee $OUT/trace-sweep.txt
   [ $part = trace ] && python3 bench/paper/trace_summary.py $OUT/blackscholes-ooc-trace.json
 done
