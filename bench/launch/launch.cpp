@@ -11,9 +11,8 @@
 // with --inline K, `d += gs::sum(y * x)` K times inside a native function into its
 // reduce(+) parameter.
 //
-//   bench_launch [--n 65536] [--chunks 1,4 (0: automatic)] [--launches 20000] [--runs 5] [--json
-//   out.json]
-//                [--waits-only] [--inline 1,8] [--arrays | --dot]
+//   bench_launch [--n 65536] [--chunks 1,4 (0: automatic)] [--launches 20000] [--runs 5]
+//                [--json out.json] [--waits-only] [--inline 1,8] [--arrays | --dot]
 #include <gridspan/gridspan.hpp>
 
 #include <CLI/CLI.hpp>

@@ -131,9 +131,13 @@ void remember(std::set<std::vector<int64_t>>& kept, std::vector<int64_t> key) {
 
 // The budgets are fixed for the Context's life; asking every rank for them (a host name and
 // the memory manager's figures each) on every launch cost the launching thread 4 us.
+int64_t Granularity::budget() {
+  if (!budget_) budget_ = int64_t(smallest_budget(driver_));
+  return budget_;
+}
+
 int64_t Granularity::chunk_cap() {
-  if (!cap_) cap_ = most_chunk_bytes(int64_t(smallest_budget(driver_)));
-  return cap_;
+  return most_chunk_bytes(budget());
 }
 
 Granularity::Granularity(Driver& driver) : driver_(driver) {
@@ -240,8 +244,7 @@ void Granularity::measure_probe(Baseline& b) {
   }
   if (!(b.bandwidth > 0)) {
     const int64_t most = driver_.backend_name() == "cuda" ? int64_t(256) << 20 : int64_t(32) << 20;
-    const int64_t n = std::max<int64_t>(
-        4096, std::min<int64_t>(most, int64_t(smallest_budget(driver_)) / kBudgetParts));
+    const int64_t n = std::max<int64_t>(4096, std::min<int64_t>(most, budget() / kBudgetParts));
     auto big = driver_.create_array(DType::u32, Dim{n / 4}, dist::centralized(0), nullptr);
     p.per_launch(*big, 1);  // first touch
     driver_.costs().forget(*probe_);

@@ -160,7 +160,8 @@ class Granularity {
   /// The periods measured at `t`'s cut (else an earlier run's) and at the finer one.
   std::pair<std::optional<double>, std::optional<double>> measured(CostModel& costs, Trial& t);
   int64_t rows_per_chunk(DType dtype, const Dim& shape);  // memoized per shape and size
-  int64_t chunk_cap();  // most_chunk_bytes of the smallest device budget, found once
+  int64_t budget();     // the smallest device budget (over every rank), found once
+  int64_t chunk_cap();  // most_chunk_bytes of budget()
   /// The rows a chunk of a memory-bound array of `rows` rows takes (under mutex_).
   int64_t shared_cut(int64_t rows, int64_t per, int64_t align);
   void report(const std::string& what);  // info log, once per text, and the trace
@@ -179,7 +180,7 @@ class Granularity {
   std::map<uint64_t, int> whole_reads_;             // by array, launches that read it whole
   std::map<std::vector<int64_t>, Trial> trials_;    // by launch and chunks
   uint32_t serials_ = 0;
-  std::atomic<int64_t> cap_{0};  // chunk_cap(), 0 until found
+  std::atomic<int64_t> budget_{0};  // budget(), 0 until found
   std::array<std::shared_ptr<const plan::Executable>, kMaxRank> copiers_;  // recut's, by rank
 };
 
