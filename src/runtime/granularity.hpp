@@ -46,8 +46,19 @@ class Granularity {
   /// A chunk holds at most this part of the smallest device budget, so that a task's
   /// chunks (a kernel takes several arrays) fit beside others' and transfers overlap
   /// kernels out of core: on one H200 with half of the data resident, 32 pieces were best
-  /// for every paper benchmark and 8 up to 2.4x slower (docs/PERFORMANCE.md, issue 17).
+  /// for every paper benchmark and 8 up to 2.4x slower. 1/64 on one H100 ran Black-Scholes
+  /// 3% faster, but K-Means (64 chunks) at 0.70 of 26 pieces, where 1/32's 52 ran as fast
+  /// as those; HotSpot's hand choices there swung 2.5x between identical runs
+  /// (docs/PERFORMANCE.md, issue 17, session 34).
   static constexpr int64_t kBudgetParts = 32;
+  /// But an array takes at most this many chunks a device where chunks of up to
+  /// 1/kSmallBudgetParts of the budget allow: every chunk costs a task, a copy and its
+  /// bookkeeping (the Correlator's samples in 128 chunks ran at 0.78 of 64, on one H100).
+  static constexpr int64_t kMostChunks = 64;
+  /// Rows a memory-bound cut of 100 such or more is a multiple of: every shape's block rows
+  /// divide it, so that arrays of one row count and other shapes can share the cut
+  /// (shared_cut).
+  static constexpr int64_t kCommonRows = 256;
   /// Chunks may be up to this large where 1/kBudgetParts of the budget is less, at most
   /// 1/kSmallBudgetParts of it: a chunk moved to host memory or disk costs a fixed time
   /// besides its bytes (the demo's K-Means on the cpu backend, out of core in 2.5 MiB, ran
@@ -162,6 +173,9 @@ class Granularity {
   int64_t rows_per_chunk(DType dtype, const Dim& shape);  // memoized per shape and size
   int64_t budget();     // the smallest device budget (over every rank), found once
   int64_t chunk_cap();  // most_chunk_bytes of budget()
+  /// The most bytes a chunk of an array of `bytes` bytes takes: chunk_cap(), or more, up to
+  /// 1/kSmallBudgetParts of the budget, where that leaves more than kMostChunks a device.
+  int64_t array_cap(int64_t bytes);
   /// The rows a chunk of a memory-bound array of `rows` rows takes (under mutex_).
   int64_t shared_cut(int64_t rows, int64_t per, int64_t align);
   void report(const std::string& what);  // info log, once per text, and the trace

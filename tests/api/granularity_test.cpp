@@ -148,6 +148,40 @@ TEST(Granularity, ArraysOfOneRowCountBoundByMemoryAreCutAlike) {
   EXPECT_EQ(chunks_of(small_alone), 4u);
 }
 
+// A memory-bound cut of many rows is a whole number of 256, which every shape's block rows
+// divide: K-Means' points {n, 4} (blocks of 64 rows) and labels {n} (of 256) then share it.
+TEST(Granularity, ArraysOfOneRowCountAndOtherShapesShareAMemoryBoundCut) {
+  gs::Config cfg = fixed(2);
+  cfg.device_memory = 16 << 20;  // chunks of at most 1 MiB
+  gs::Context ctx(cfg);
+  const int64_t n = 1000000;  // 16 chunks of 62500 points, 977 blocks of 64, not of 256
+  auto points = ctx.zeros<float>({n, 4}, gs::dist::automatic());
+  auto labels = ctx.zeros<int32_t>({n}, gs::dist::automatic());
+  const auto p = gs::detail::array_chunks(points.handle());
+  const auto l = gs::detail::array_chunks(labels.handle());
+  ASSERT_EQ(l.size(), p.size());
+  for (std::size_t k = 0; k < p.size(); ++k) {
+    EXPECT_EQ(l[k].owned.lo[0], p[k].owned.lo[0]) << k;
+    EXPECT_EQ(p[k].owned.lo[0] % runtime::Granularity::kCommonRows, 0) << k;
+    EXPECT_LE(p[k].owned.volume() * 4, 1 << 20) << k;
+  }
+}
+
+// An array far larger than the budget is cut in at most kMostChunks chunks a device while
+// chunks of up to 1/16 of the budget allow: every chunk costs a task and a copy.
+TEST(Granularity, AnArrayTakesAtMostKMostChunksWhereTheBudgetAllows) {
+  gs::Config cfg = fixed(1);
+  cfg.device_memory = int64_t(32) << 20;  // 1/64 is 0.5 MiB, raised to 1 MiB; 1/16 is 2 MiB
+  gs::Context ctx(cfg);
+  const int64_t most = runtime::Granularity::kMostChunks;
+  auto big = ctx.zeros<float>({int64_t(24) << 20}, gs::dist::automatic());  // 96 MiB
+  const auto chunks = gs::detail::array_chunks(big.handle());
+  EXPECT_EQ(int64_t(chunks.size()), most);  // not 96 chunks of 1 MiB
+  for (const auto& c : chunks) EXPECT_LE(c.owned.volume() * 4, 2 << 20);
+  auto huge = ctx.zeros<float>({int64_t(48) << 20}, gs::dist::automatic());  // 192 MiB
+  EXPECT_EQ(chunks_of(huge), 96u);  // chunks of 2 MiB, 1/16 of the budget, at most
+}
+
 TEST(Granularity, AutomaticDistributionsAreChosenOnlyByAContext) {
   EXPECT_THROW(gs::dist::automatic().chunks(gs::Dim{10}, 2), gs::ConfigError);
   EXPECT_THROW(gs::work::automatic().superblocks(gs::Dim{10}, gs::Dim{2}, 2), gs::LaunchError);

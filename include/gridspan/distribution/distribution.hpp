@@ -77,7 +77,8 @@ DataDistribution centralized(int device = 0);
 DataDistribution custom(std::string name, DataDistribution::Fn fn);
 /// gridspan chooses: rows over the devices, as many as the array's bytes make worth their
 /// per-task overhead (measured when first asked), each at most 1/32 of the smallest device
-/// memory budget, consecutive chunks on one device. Arrays of one shape get one cut. The
+/// memory budget (up to 1/16 where that keeps an array to 64 chunks a device), consecutive
+/// chunks on one device. Arrays of one shape get one cut. The
 /// array library's default. `halo` (the array's rank, or none): each chunk widened by it,
 /// as dist::stencil, for kernels that read their neighbours' rows (a stencil's chunk then
 /// holds all it reads; without one, each superblock copies its rows and the halo).
