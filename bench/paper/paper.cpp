@@ -108,9 +108,16 @@ int mpi_ranks() {
 // mpirun, rank 0 alone with `gpus` GPUs (the others wait). `backend` "cpu": `gpus` virtual cpu
 // devices instead (GRIDSPAN_CPU_THREADS threads each).
 Timing run_gridspan(const Spec& spec, const std::string& backend, int gpus,
-                    std::size_t device_memory, int runs, int per_gpu, bool one_process = false) {
+                    std::size_t device_memory, int runs, int per_gpu, bool one_process = false,
+                    const std::string& trace_tag = "") {
   gs::Config c = gs::Config::from_env();
   c.backend = backend;
+  // A sweep's variants trace into files of their own: GRIDSPAN_TRACE=t.json gives t-16.json...
+  if (!c.trace_file.empty() && !trace_tag.empty()) {
+    const auto dot = c.trace_file.rfind('.');
+    const std::string stem = dot == std::string::npos ? c.trace_file : c.trace_file.substr(0, dot);
+    c.trace_file = fmt::format("{}-{}.json", stem, trace_tag);
+  }
   // Under mpirun `gpus` counts every rank's: each rank takes its share.
   const int ranks = one_process ? 1 : mpi_ranks();
   if (gpus % ranks)
@@ -506,7 +513,9 @@ std::vector<Outcome> run_variants(const Spec& spec, const std::string& backend,
       const Variant& v = variants[k];
       if (!out[k].error.empty()) continue;
       try {
-        Timing t = run_gridspan(spec, backend, v.devices, memory, runs, v.per_gpu);
+        std::string tag = v.label;
+        std::replace(tag.begin(), tag.end(), ' ', '-');
+        Timing t = run_gridspan(spec, backend, v.devices, memory, runs, v.per_gpu, false, tag);
         out[k].runs.insert(out[k].runs.end(), t.runs.begin(), t.runs.end());
         out[k].moved_bytes += t.moved_bytes;
         if (out[k].output.empty()) out[k].output = std::move(t.output);

@@ -40,6 +40,10 @@ const std::vector<Setting> kSettings = {
      "once a GPU evicts, host memory is pinned ahead for its resident chunks without a host "
      "copy, so that their first write-back does not wait for it; off: when a write-back needs it",
      "on"},
+    {"GRIDSPAN_WRITE_BEHIND", K::flag, &C::write_behind,
+     "once a GPU evicts, the chunks it will evict next are copied to the host ahead while they "
+     "stay resident, so that copies in do not wait for copies out; off: when evicted",
+     "on"},
     {"GRIDSPAN_MEMORY_POOL", K::flag, &C::memory_pool,
      "freed device and pinned host memory is kept for reuse (`Context::free_all_blocks` gives "
      "it back); off: given back at once",

@@ -12,6 +12,9 @@
 // - After a bring-back the host copy is kept (and a disk file too), so evicting the chunk
 //   again costs nothing. Such redundant host copies are the first to go when the host
 //   space needs room; a host copy that is the chunk's only one is written to disk first.
+// - Write-behind: a device that evicts has the chunks it will evict next copied to the host
+//   ahead, kept resident, so that their eviction copies nothing and a staging's copies in do
+//   not wait for its victims' copies out.
 // - Budgets count pool blocks (sizes rounded up to the pool's size classes); cached
 //   blocks are released to the backend before anything is evicted.
 // - No copy or file I/O runs under the manager's mutex, so a slow spill or reload does
@@ -59,6 +62,7 @@ MemoryLimits memory_limits(const Config& config) {
   }
   limits.spill_dir = config.spill_dir;
   limits.pin_ahead = config.pin_ahead;
+  limits.write_behind = config.write_behind;
   limits.pool = config.memory_pool;
   return limits;
 }
@@ -157,6 +161,7 @@ struct DeviceSpace {
   std::size_t leaving = 0;         // blocks of chunks being written back (freed once written)
   std::exception_ptr write_error;  // a write-back failed: the next staging here throws it
   bool out_of_core = false;        // it has evicted: host blocks are pinned ahead for it
+  std::size_t task_blocks = 0;     // the blocks the latest task staged here takes on it
   std::list<Chunk*> lru;           // resident chunks, least recently used first
 };
 
@@ -164,6 +169,7 @@ struct DeviceSpace {
 struct WriteBack {
   Chunk* chunk;
   void* host;  // its host block, accounted already; null: the thread allocates it
+  bool keep;   // written behind: the device copy stays, and evicting it is free from then on
 };
 
 // A chunk as seen by executor threads while it is staged.
@@ -236,6 +242,12 @@ struct MemoryManager::Impl {
   std::deque<WriteBack> write_backs;
   std::condition_variable_any wake_writer;
   bool stop_writer = false;
+  // Write-behind: between write-backs the thread copies to the host the chunks an
+  // out-of-core device will evict next that have no host copy, keeping them resident, so
+  // that evicting them later costs no copy and a staging's copies in need not wait for
+  // copies out (GRIDSPAN_WRITE_BEHIND).
+  bool write_behind = true;
+  bool behind_due = false;  // a task ended since the thread last found nothing to write
 
   // Pinned host memory takes milliseconds per megabyte to allocate (docs/PERFORMANCE.md), and
   // a chunk's first write-back would wait for its block: once a device evicts, a thread of
@@ -575,12 +587,12 @@ struct MemoryManager::Impl {
       return;
     }
     pin_ahead_for(d);
-    if (d.host_pool.has_cached(c.bytes)) return write_back(d, c, allocate_host(c));
+    if (d.host_pool.has_cached(c.bytes)) return write_back(d, c, allocate_host(c), false);
     // A new block would hold the mutex for milliseconds: the write-back thread allocates it.
     release_host_for(c);
     host.add(c.block);
     unpooled += c.block;
-    write_back(d, c, nullptr);
+    write_back(d, c, nullptr, false);
   }
 
   // `d` evicts: from now on the pinning thread keeps a host block ready for each of its
@@ -657,12 +669,12 @@ struct MemoryManager::Impl {
   }
 
   // Queues the copy of `c`'s device block to `host` on the write-back thread; `c` moves
-  // until it is written, and its device block counts as leaving.
-  void write_back(DeviceSpace& d, Chunk& c, void* host) {
+  // until it is written, and its device block counts as leaving unless `keep`.
+  void write_back(DeviceSpace& d, Chunk& c, void* host, bool keep) {
     c.moving = true;
     ++transits;
-    d.leaving += c.block;
-    write_backs.push_back(WriteBack{&c, host});
+    if (!keep) d.leaving += c.block;
+    write_backs.push_back(WriteBack{&c, host, keep});
     if (!writer.joinable()) {
       writer = std::thread([this] {
         name_this_thread("gs-write-back");
@@ -675,8 +687,12 @@ struct MemoryManager::Impl {
   void write_back_loop() {
     std::unique_lock lock(mutex);
     while (true) {
-      wake_writer.wait(lock, [&] { return stop_writer || !write_backs.empty(); });
-      if (write_backs.empty()) return;
+      wake_writer.wait(lock, [&] { return stop_writer || !write_backs.empty() || behind_due; });
+      if (write_backs.empty()) {
+        if (stop_writer) return;
+        if (!write_behind_one()) behind_due = false;
+        continue;
+      }
       const WriteBack job = write_backs.front();
       write_backs.pop_front();
       write_one(lock, job);
@@ -718,7 +734,7 @@ struct MemoryManager::Impl {
     lock.lock();
     c.moving = false;
     --transits;
-    d.leaving -= c.block;
+    if (!job.keep) d.leaving -= c.block;
     if (!job.host) {
       unpooled -= c.block;
       if (to) d.host_pool.adopt(c.bytes);  // the block joins the pool
@@ -733,10 +749,59 @@ struct MemoryManager::Impl {
     } else {
       attach_host(c, to);
       d.usage.copied_out += c.bytes;
-      evict_device(c);
-      report("spill", c, c.device, start);
+      if (!job.keep) evict_device(c);
+      report(job.keep ? "write-behind" : "spill", c, c.device, start);
     }
     moved.notify_all();
+  }
+
+  // A task ended: chunks it used may be written behind now.
+  void wake_write_behind() {
+    if (!write_behind || !writer.joinable()) return;
+    behind_due = true;
+    wake_writer.notify_one();
+  }
+
+  // Queues the write-behind of one chunk, if one is due; false if none is.
+  bool write_behind_one() {
+    if (!write_behind) return false;
+    for (auto& space : devices) {
+      DeviceSpace& d = *space;
+      if (!d.out_of_core || d.device->unified()) continue;
+      Chunk* c = next_behind(d);
+      if (!c) continue;
+      if (d.host_pool.has_cached(c->bytes)) {
+        write_back(d, *c, allocate_host(*c), true);
+      } else {
+        host.add(c->block);
+        unpooled += c->block;
+        write_back(d, *c, nullptr, true);
+      }
+      return true;
+    }
+    return false;
+  }
+
+  // The chunk of `d` to write behind next: among the unpinned chunks no announced task
+  // needs, which are evicted first and in LRU order, the first without a host copy, while
+  // those before it hold less than two tasks' blocks (what the stagings ahead may evict).
+  // Null when the host space has no room for its block without evicting.
+  Chunk* next_behind(const DeviceSpace& d) const {
+    std::size_t ready = 0;  // blocks evictable without a copy, or being copied out
+    for (Chunk* c : d.lru) {
+      if (ready >= std::size_t(kEvictionLookahead) * d.task_blocks) return nullptr;
+      if (c->pins > 0 || !c->next_uses.empty()) continue;
+      if (c->host_copy || c->moving) {
+        ready += c->block;
+        continue;
+      }
+      const bool room =
+          host.limit == kUnbounded ||
+          (host.used + c->block <= host.limit &&
+           (d.host_pool.has_cached(c->bytes) || host_held() + c->block <= host.limit));
+      return room ? c : nullptr;
+    }
+    return nullptr;
   }
 
   // One step towards making `c` resident on its device: room on the device, a disk read
@@ -902,6 +967,8 @@ struct MemoryManager::Impl {
         moved.wait(lock);
         continue;
       }
+      for (std::size_t i = 0; i < n; ++i)
+        if (total[i] > 0) devices[i]->task_blocks = total[i];
       // Staging far ahead would evict what the tasks before this one still need.
       if (queued_ahead >= kEvictionLookahead) {
         for (std::size_t i = 0; i < n; ++i) {
@@ -1017,6 +1084,7 @@ struct MemoryManager::Impl {
         drop_disk(*c);
       }
     }
+    wake_write_behind();
   }
 
   void release_everything() {
@@ -1047,6 +1115,7 @@ MemoryManager::MemoryManager(std::vector<backend::Device*> devices, MemoryLimits
   }
   impl_->host.limit = limits.host_bytes ? limits.host_bytes : kUnbounded;
   impl_->pin_ahead = limits.pin_ahead && limits.pool;  // pinned ahead = cached
+  impl_->write_behind = limits.write_behind;
 }
 
 void MemoryManager::observe(Observer* observer) {

@@ -27,6 +27,7 @@ struct MemoryLimits {
   std::string spill_dir;         // created if missing; must be writable
   bool pin_ahead = true;         // host blocks pinned ahead for devices that evict
   bool pool = true;              // freed blocks kept for reuse (off: given back at once)
+  bool write_behind = true;      // chunks about to be evicted copied to the host ahead
 };
 /// The limits a configuration sets (host: half of physical memory unless it says).
 MemoryLimits memory_limits(const Config& config);

@@ -198,6 +198,7 @@ MemoryLimits small_limits(const std::string& dir) {
   limits.device_bytes = 64 * KiB;
   limits.host_bytes = 128 * KiB;
   limits.spill_dir = dir;
+  limits.write_behind = false;  // evictions write back; write-behind has tests of its own
   return limits;
 }
 
@@ -878,8 +879,9 @@ TEST(MemoryManager, DefaultSpillDirIsPrivateAndRemoved) {
 TEST(MemoryManager, StatsAreExactAfterAScriptedSequence) {
   TempDir dir;
   FakeDevice dev(0, 64 * KiB);
-  // Without pinning ahead, whose blocks would come at times of the thread's choosing.
-  MemoryManager mm({&dev}, MemoryLimits{64 * KiB, 32 * KiB, dir.str(), false});
+  // Without pinning ahead or write-behind, whose blocks and copies would come at times of
+  // their threads' choosing.
+  MemoryManager mm({&dev}, MemoryLimits{64 * KiB, 32 * KiB, dir.str(), false, true, false});
   constexpr std::size_t C = 16 * KiB;
   for (ChunkId id = 0; id < 6; ++id) mm.create(id, C, 0);
   auto stage = [&](ChunkId id, bool write) {
@@ -955,7 +957,8 @@ TEST(MemoryManager, StatsAreExactAfterAScriptedSequence) {
 TEST(MemoryManager, FreeCachedBlocksGivesEveryFreeBlockBack) {
   TempDir dir;
   FakeDevice dev(0, 64 * KiB);
-  MemoryManager mm({&dev}, MemoryLimits{32 * KiB, 0, dir.str(), false});
+  // Without pinning ahead or write-behind: the pools hold only what the script frees.
+  MemoryManager mm({&dev}, MemoryLimits{32 * KiB, 0, dir.str(), false, true, false});
   constexpr std::size_t C = 16 * KiB;
   for (ChunkId id = 0; id < 3; ++id) {  // the third evicts the first to the host
     mm.create(id, C, 0);
@@ -990,6 +993,7 @@ TEST(MemoryManager, WithoutThePoolFreedMemoryGoesBackAtOnce) {
   FakeDevice dev(0, 64 * KiB);
   MemoryLimits limits{32 * KiB, 0, dir.str()};
   limits.pool = false;
+  limits.write_behind = false;  // its host block would be a second allocation
   MemoryManager mm({&dev}, limits);
   constexpr std::size_t C = 16 * KiB;
   for (ChunkId id = 0; id < 3; ++id) {
@@ -1303,6 +1307,76 @@ TEST(MemoryManager, PinningAheadThatFailsStopsAndLosesNothing) {
   for (ChunkId id = 0; id < 6; ++id) expect_chunk(mm, id, content[id]);
   EXPECT_EQ(dev.refused, 1) << "pinning ahead went on after a failure";
   EXPECT_EQ(space(mm.stats(), "host").cached_bytes, 0u);
+}
+
+// small_limits with write-behind on: once the device evicts, the chunks it would evict next
+// that have no host copy are copied to the host while they stay resident.
+MemoryLimits behind_limits(const std::string& dir) {
+  MemoryLimits limits = small_limits(dir);
+  limits.write_behind = true;
+  return limits;
+}
+
+// With write-behind, the unneeded chunks first in the eviction order get host copies while
+// resident, up to two tasks' blocks (here 2 chunks: the tasks stage one 16 KiB chunk each),
+// and evicting one for the next staging copies nothing out. Without it they have no host copy
+// and the eviction writes one back.
+TEST(MemoryManager, WriteBehindCopiesTheNextVictimsOutAheadAndTheirEvictionIsFree) {
+  for (bool behind : {true, false}) {
+    SCOPED_TRACE(behind ? "write-behind" : "no write-behind");
+    TempDir dir;
+    FakeDevice dev(0, 64 * KiB);
+    MemoryManager mm({&dev}, behind ? behind_limits(dir.str()) : small_limits(dir.str()));
+    std::mt19937_64 g = test::rng(11);
+    auto content = six_written(mm, g);  // 0, 1 evicted: device 2 3 4 5, least recent first
+    if (behind) {
+      EXPECT_TRUE(test::eventually([&] { return mm.state(3).on_host; }));
+    }
+    for (ChunkId id = 2; id < 6; ++id) {
+      EXPECT_TRUE(mm.state(id).on_device) << id;
+      EXPECT_EQ(mm.state(id).on_host, behind && id < 4) << id;
+    }
+    const int out = dev.copies_to_host;
+    ASSERT_TRUE(mm.try_stage({{0, false}}));  // evicts 2
+    EXPECT_FALSE(mm.state(2).on_device);
+    EXPECT_EQ(dev.copies_to_host - out, behind ? 0 : 1);
+    mm.unstage({{0, false}});
+    for (ChunkId id = 0; id < 6; ++id) expect_chunk(mm, id, content[id]);
+  }
+}
+
+// A chunk written after its write-behind loses that host copy: evicted later, its new
+// contents are written back and come back, never the stale copy.
+TEST(MemoryManager, AChunkWrittenAfterItsWriteBehindIsWrittenBackAnew) {
+  TempDir dir;
+  FakeDevice dev(0, 64 * KiB);
+  MemoryManager mm({&dev}, behind_limits(dir.str()));
+  std::mt19937_64 g = test::rng(12);
+  auto content = six_written(mm, g);
+  ASSERT_TRUE(test::eventually([&] { return mm.state(2).on_host && mm.state(3).on_host; }));
+  content[2] = random_bytes(16 * KiB, g);
+  write_chunk(mm, 2, content[2]);  // now the most recently used: 3 4 5 2
+  for (ChunkId id : {0, 1, 3, 4}) expect_chunk(mm, id, content[id]);  // 2 goes on the way
+  EXPECT_FALSE(mm.state(2).on_device);
+  for (ChunkId id = 0; id < 6; ++id) expect_chunk(mm, id, content[id]);
+}
+
+// Write-behind takes only room the host space has: with the host full of the chunks already
+// evicted, nothing is written behind (and nothing of the host is evicted for it).
+TEST(MemoryManager, WriteBehindWaitsForRoomInTheHostSpace) {
+  TempDir dir;
+  FakeDevice dev(0, 64 * KiB);
+  MemoryLimits limits = behind_limits(dir.str());
+  limits.host_bytes = 32 * KiB;  // 0 and 1
+  MemoryManager mm({&dev}, limits);
+  std::mt19937_64 g = test::rng(13);
+  auto content = six_written(mm, g);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a write-behind would be done
+  for (ChunkId id = 0; id < 6; ++id) {
+    EXPECT_EQ(mm.state(id).on_host, id < 2) << id;
+    EXPECT_FALSE(mm.state(id).on_disk) << id;
+  }
+  for (ChunkId id = 0; id < 6; ++id) expect_chunk(mm, id, content[id]);
 }
 
 // Several threads stage random sets of chunks (with random writes) under small limits and

@@ -38,6 +38,11 @@ struct Config {
   /// host copy yet, so that their first write-back does not wait for the allocation
   /// (GRIDSPAN_PIN_AHEAD); off = each write-back allocates the block it lacks.
   bool pin_ahead = true;
+  /// Once a GPU evicts, the chunks it will evict next that have no host copy are copied to
+  /// the host ahead while they stay resident (write-behind, GRIDSPAN_WRITE_BEHIND), so that
+  /// evicting them costs no copy and copies in do not wait for copies out; off = a chunk is
+  /// written back when it is evicted.
+  bool write_behind = true;
   /// Freed chunk memory is kept in per-device pools for reuse (GRIDSPAN_MEMORY_POOL), as
   /// CuPy's memory pool does; off = every free goes back to the device (and pinned host
   /// memory to the host) at once, and nothing is pinned ahead. Context::free_all_blocks
