@@ -587,12 +587,18 @@ struct MemoryManager::Impl {
       return;
     }
     pin_ahead_for(d);
-    if (d.host_pool.has_cached(c.bytes)) return write_back(d, c, allocate_host(c), false);
-    // A new block would hold the mutex for milliseconds: the write-back thread allocates it.
+    queue_write(d, c, false);
+  }
+
+  // Queues `c`'s write-back (`keep`: write-behind) with a host block from the pool, or,
+  // when the pool has none of its size, for the write-back thread to allocate: a new block
+  // would hold the mutex for milliseconds.
+  void queue_write(DeviceSpace& d, Chunk& c, bool keep) {
+    if (d.host_pool.has_cached(c.bytes)) return write_back(d, c, allocate_host(c), keep);
     release_host_for(c);
     host.add(c.block);
     unpooled += c.block;
-    write_back(d, c, nullptr, false);
+    write_back(d, c, nullptr, keep);
   }
 
   // `d` evicts: from now on the pinning thread keeps a host block ready for each of its
@@ -763,21 +769,15 @@ struct MemoryManager::Impl {
   }
 
   // Queues the write-behind of one chunk, if one is due; false if none is.
+  // (next_behind leaves room in the host space, so queue_write releases nothing there.)
   bool write_behind_one() {
-    if (!write_behind) return false;
     for (auto& space : devices) {
       DeviceSpace& d = *space;
       if (!d.out_of_core || d.device->unified()) continue;
-      Chunk* c = next_behind(d);
-      if (!c) continue;
-      if (d.host_pool.has_cached(c->bytes)) {
-        write_back(d, *c, allocate_host(*c), true);
-      } else {
-        host.add(c->block);
-        unpooled += c->block;
-        write_back(d, *c, nullptr, true);
+      if (Chunk* c = next_behind(d)) {
+        queue_write(d, *c, true);
+        return true;
       }
-      return true;
     }
     return false;
   }
