@@ -53,7 +53,7 @@ const std::vector<Setting> kSettings = {
     {"GRIDSPAN_CACHE_DIR", K::text, &C::cache_dir, "compiled-kernel cache", "`~/.cache/gridspan`"},
     {"GRIDSPAN_STAGING_BYTES", K::size, &C::staging_bytes,
      "chunk bytes staged per device for queued and running tasks; 0: the default",
-     "a quarter of the device's memory, at least 256MiB"},
+     "half of the device's memory, at least 256MiB"},
     {"GRIDSPAN_STREAM_ORDER", K::flag, &C::stream_order,
      "queue a GPU task behind dependencies still running on its GPU (stream waits) instead of "
      "waiting for them on the host",

@@ -125,12 +125,17 @@ Worker::Worker(std::vector<backend::Device*> devices, MemoryManager& memory,
       staged_tasks_(devices_.size(), 0),
       any_asynchronous_(std::any_of(devices_.begin(), devices_.end(),
                                     [](const backend::Device* d) { return d->asynchronous(); })) {
-  // By default a device may have a quarter of its memory staged for queued tasks: enough
-  // to keep several large superblocks queued on a GPU (one at a time would leave it idle
-  // between them), little enough to leave room for streaming out-of-core data.
+  // By default a device may have half of its memory staged for queued tasks: enough to
+  // keep several large superblocks queued on a GPU (one at a time would leave it idle
+  // between them) and, out of core, one task's copies in running while others compute;
+  // the other half is room for streaming out-of-core data. With a quarter, Black-Scholes
+  // out of core on one H100 (automatic chunks of 1/32 of the budget, five arrays: tasks of
+  // 5/32 of it) held one task at a time, and ran at 0.92 of the best hand choice; with half
+  // (GRIDSPAN_STAGING_BYTES), every choice of 13 to 32 pieces, automatic's too, ran within
+  // 1% of the best (docs/PERFORMANCE.md, issue 17, session 36).
   for (std::size_t d = 0; d < devices_.size(); ++d)
     if (staging_bytes == 0)
-      staging_limit_[d] = std::max(std::size_t(256) << 20, devices_[d]->memory_capacity() / 4);
+      staging_limit_[d] = std::max(std::size_t(256) << 20, devices_[d]->memory_capacity() / 2);
   shares_ = std::make_unique<ShareClock[]>(devices_.size());
   scheduler_ = std::thread([this] {
     name_this_thread("gs-scheduler");

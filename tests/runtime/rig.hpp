@@ -31,12 +31,17 @@ struct Rig {
   plan::TaskId next = 0;
 
   using Wrap = std::function<std::unique_ptr<backend::Device>(backend::Device&)>;
+  /// `staging` for the worker's default staging bound (GRIDSPAN_STAGING_BYTES unset).
+  static constexpr std::size_t kDefaultStaging = SIZE_MAX;
+
   // `backend_name`: empty = the one GRIDSPAN_BACKEND names (scripts/gpu-check.sh runs these
-  // on GPUs too). `wrap`: a device to put in front of each of the backend's.
+  // on GPUs too). `wrap`: a device to put in front of each of the backend's. `capacity`: a
+  // cpu device's memory (GRIDSPAN_DEVICE_MEMORY; 0: the backend's default).
   Rig(int devices, std::size_t device_bytes, std::size_t staging, std::string backend_name = "",
-      const Wrap& wrap = {}) {
+      const Wrap& wrap = {}, std::size_t capacity = 0) {
     Config c = Config::from_env();
     if (!backend_name.empty()) c.backend = backend_name;
+    if (capacity) c.device_memory = capacity;
     test::use_devices(c, devices);
     c.cpu_threads = 2;
     // Quiet unless GRIDSPAN_LOG asks for more (a failing test run again with info).
@@ -49,7 +54,8 @@ struct Rig {
         d = wrappers.back().get();
       }
     memory = std::make_unique<MemoryManager>(used, MemoryLimits{device_bytes, 0, ""});
-    worker = std::make_unique<Worker>(used, *memory, staging ? staging : 1 << 20);
+    if (staging == 0) staging = 1 << 20;
+    worker = std::make_unique<Worker>(used, *memory, staging == kDefaultStaging ? 0 : staging);
     transfers = std::make_unique<Transfers>(*worker, used, *memory);
   }
   ~Rig() {

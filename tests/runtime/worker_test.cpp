@@ -143,6 +143,7 @@ class AsyncDevice final : public backend::cpu::LaneDevice {
  public:
   AsyncDevice(backend::Device& inner, bool discrete) : LaneDevice(inner, discrete) {}
   int max_unfinished() const { return max_unfinished_.load(); }
+  void forget_unfinished() { max_unfinished_ = 0; }
   std::atomic<int> slow_first{0};        // milliseconds the first work takes
   std::atomic<int> slow_next{0};         // milliseconds the next work submitted takes
   std::atomic<int> jitter_us{0};         // each work takes up to this long more
@@ -193,10 +194,12 @@ class AsyncDevice final : public backend::cpu::LaneDevice {
 
 // The cpu backend's devices behind AsyncDevice.
 struct AsyncRig : Rig {
-  AsyncRig(int devices, std::size_t device_bytes, bool discrete = false)
-      : Rig(devices, device_bytes, 0, "cpu",
-            [discrete](backend::Device& d) { return std::make_unique<AsyncDevice>(d, discrete); }) {
-  }
+  AsyncRig(int devices, std::size_t device_bytes, bool discrete = false, std::size_t staging = 0,
+           std::size_t capacity = 0)
+      : Rig(
+            devices, device_bytes, staging, "cpu",
+            [discrete](backend::Device& d) { return std::make_unique<AsyncDevice>(d, discrete); },
+            capacity) {}
   AsyncDevice& async(int i) { return static_cast<AsyncDevice&>(*wrappers.at(i)); }
 };
 
@@ -388,6 +391,42 @@ std::vector<std::vector<int>> four_written(AsyncRig& rig, int n, std::mt19937_64
   rig.worker->submit(std::move(setup));
   for (plan::TaskId w : writes) rig.worker->wait(w);
   return values;
+}
+
+// By default (GRIDSPAN_STAGING_BYTES unset) a device may have half of its memory staged for
+// its queued and running tasks. Here four resident chunks of 320 MiB (only their first
+// 1000 ints written and read) on a device of five such blocks: two tasks that read one each
+// fit half of it (a quarter, 400 MiB, held one at a time: out of core a task's copies in then
+// took turns with its kernel), and two are on the device at once while the first is slow.
+TEST(Worker, TheDefaultStagingBoundIsHalfOfTheDevicesMemory) {
+  auto g = test::rng(37);
+  const int n = 1000;
+  const std::size_t bytes = std::size_t(320) << 20, block = detail::BlockPool::size_class(bytes);
+  AsyncRig rig(1, 5 * block, /*discrete=*/false, Rig::kDefaultStaging, 5 * block);
+  Rect box(1, {0, 0, 0}, {n, 1, 1});
+  std::vector<std::vector<int>> values, got(4, std::vector<int>(n, test::poison<int>()));
+  std::vector<plan::Task> setup, reads;
+  for (plan::ChunkId c = 1; c <= 4; ++c) {
+    values.push_back(test::random_vector<int>(n, g));
+    auto data = std::make_shared<std::vector<unsigned char>>(n * 4);
+    std::memcpy(data->data(), values.back().data(), data->size());
+    setup.push_back(rig.task(0, plan::CreateChunk{c, bytes}));
+    setup.push_back(
+        rig.task(0, plan::HostWrite{ChunkRef{c, box}, box, data, box, 4}, {setup.back().id}));
+  }
+  const plan::TaskId written = setup.back().id;
+  rig.worker->submit(std::move(setup));
+  rig.worker->wait_all();
+  ASSERT_TRUE(rig.worker->is_done(written));
+  rig.async(0).forget_unfinished();
+  rig.async(0).slow_next = 100;
+  for (plan::ChunkId c = 1; c <= 4; ++c)
+    reads.push_back(rig.task(0, plan::ReadBack{ChunkRef{c, box}, box, got[c - 1].data(), box, 4}));
+  rig.worker->submit(std::move(reads));
+  rig.worker->wait_all();
+  EXPECT_EQ(rig.worker->stats().tasks_failed, 0u);
+  EXPECT_EQ(got, values);
+  EXPECT_EQ(rig.async(0).max_unfinished(), 2) << "tasks of " << block << " bytes at once";
 }
 
 // A copy queued behind a slow one on its device goes to the device at once when its chunks

@@ -59,7 +59,7 @@ struct Config {
   bool show_sync_warning = false;
   bool show_sync_warning_once = true;
   /// Bytes of chunks staged for tasks queued or running per device
-  /// (GRIDSPAN_STAGING_BYTES); 0 = a quarter of the device's memory budget, at least 256 MiB.
+  /// (GRIDSPAN_STAGING_BYTES); 0 = half of the device's memory budget, at least 256 MiB.
   std::size_t staging_bytes = 0;
   /// Queue a GPU task behind dependencies still running on its GPU, ordered there by
   /// stream waits, instead of waiting for them on the host (GRIDSPAN_STREAM_ORDER).
