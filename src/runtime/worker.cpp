@@ -131,8 +131,9 @@ Worker::Worker(std::vector<backend::Device*> devices, MemoryManager& memory,
   // the other half is room for streaming out-of-core data. With a quarter, Black-Scholes
   // out of core on one H100 (automatic chunks of 1/32 of the budget, five arrays: tasks of
   // 5/32 of it) held one task at a time, and ran at 0.92 of the best hand choice; with half
-  // (GRIDSPAN_STAGING_BYTES), every choice of 13 to 32 pieces, automatic's too, ran within
-  // 1% of the best (docs/PERFORMANCE.md, issue 17, session 36).
+  // (GRIDSPAN_STAGING_BYTES) and blocked tasks that copy retried first (copying_first),
+  // every choice of 13 to 32 pieces, automatic's too, ran within 1% of the best
+  // (docs/PERFORMANCE.md, issue 17, session 36).
   for (std::size_t d = 0; d < devices_.size(); ++d)
     if (staging_bytes == 0)
       staging_limit_[d] = std::max(std::size_t(256) << 20, devices_[d]->memory_capacity() / 2);
@@ -422,6 +423,7 @@ void Worker::scheduler_loop() {
     if (stop_) return;
     if (progress_ && !blocked_.empty()) {
       // Something was unstaged: the tasks that waited for memory go first.
+      copying_first();
       ready_.insert(ready_.begin(), blocked_.begin(), blocked_.end());
       blocked_.clear();
     }
@@ -520,6 +522,34 @@ void Worker::take_back_deferred(std::vector<Node*>& deferred, std::deque<Node*>&
   for (Node* node : deferred) node->deferred = true;
   work.insert(work.begin(), deferred.begin(), deferred.end());
   deferred.clear();
+}
+
+// Of the blocked tasks of each device, the first whose staging copies data or evicts goes
+// back to ready first, and is not deferred again (process): its copies then run while the
+// device computes the resident tasks that follow it. Retried in their order, the resident
+// part of an out-of-core sweep took the staging bound until all of it had run, and the copies
+// came after it with nothing to compute beside them (Black-Scholes on one H100, session 35).
+// With this and a staging bound of half the device's memory, Black-Scholes out of core ran
+// every choice of 13 to 32 pieces within 1% of the best (session 36); under a quarter, this
+// alone was slower than the order of retries. One a device: the copies of one device take
+// turns on its link, and the bound's other tasks compute. A task stays behind every task
+// before it on one of its chunks: the order of a reduction is its result.
+void Worker::copying_first() {
+  std::vector<Node*> first, others;
+  std::vector<bool> device_has(devices_.size(), false);
+  for (Node* node : blocked_) {
+    const auto dev = static_cast<std::size_t>(node->task.device);
+    std::exception_ptr error;  // the staging meets it again and fails the task
+    const bool goes = dev < device_has.size() && !device_has[dev] &&
+                      !stages_in_place(node, error) && !shares_chunk(*node, others);
+    if (goes) {
+      device_has[dev] = true;
+      node->deferred = true;
+    }
+    (goes ? first : others).push_back(node);
+  }
+  blocked_.assign(first.begin(), first.end());
+  blocked_.insert(blocked_.end(), others.begin(), others.end());
 }
 
 // Whether one of `deferred` waits to be staged on device `dev`. Its staging needs room that

@@ -191,6 +191,7 @@ class Worker {
                          std::vector<Node*>& batch, std::exception_ptr& error, bool may_defer);
   static bool for_others(const std::deque<Node*>& work, int here);
   static bool shares_chunk(const Node& node, const std::vector<Node*>& others);
+  void copying_first();
   static bool defers_on(const std::vector<Node*>& deferred, int dev);
   static void take_back_deferred(std::vector<Node*>& deferred, std::deque<Node*>& work);
   void fail_unstaged(Node* node, const std::exception_ptr& error, std::deque<Node*>& work);

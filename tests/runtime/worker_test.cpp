@@ -474,13 +474,16 @@ TEST(Worker, ATaskWhoseChunksAreNotResidentIsNotQueuedAhead) {
 // chunk back, which waits up to `patience` for task `behind` and says whether it was done.
 struct OneSpilled {
   static constexpr int n = 1000;
-  AsyncRig rig{1, 3 * detail::BlockPool::size_class(n * 4), /*discrete=*/true};
+  static inline const std::size_t block = detail::BlockPool::size_class(n * 4);
+  AsyncRig rig;
   Rect box{1, {0, 0, 0}, {n, 1, 1}};
   std::vector<std::vector<int>> values;
   std::vector<plan::ChunkId> resident, away;
   std::atomic<bool> behind_done{false};
 
-  explicit OneSpilled(std::mt19937_64& g) : values(four_written(rig, n, g)) {
+  // `staging`: the worker's staging bound (0: its default of 1 MiB, every task at once).
+  explicit OneSpilled(std::mt19937_64& g, std::size_t staging = 0)
+      : rig(1, 3 * block, /*discrete=*/true, staging), values(four_written(rig, n, g)) {
     for (plan::ChunkId c = 1; c <= 4; ++c)
       (rig.memory->state(c).on_device ? resident : away).push_back(c);
   }
@@ -548,6 +551,28 @@ TEST(Worker, ATaskSharingAChunkWithADeferredOneStaysBehindIt) {
   std::copy_n(s.values[from - 1].begin(), s.n / 2, want.begin());
   EXPECT_EQ(got_to, want);
   EXPECT_EQ(got_from, s.values[from - 1]);
+}
+
+// Under a staging bound of one task, a task whose staging copies a chunk back goes to the
+// device before a resident one that waited for the bound with it (here the resident one was
+// submitted first): its copy runs while the other waits, not after the other has run. Here the
+// copy in looks whether the resident task is done; without the reordering it would be.
+TEST(Worker, OfTheTasksThatWaitedForTheStagingBoundOneThatCopiesGoesFirst) {
+  auto g = test::rng(36);
+  OneSpilled s(g, OneSpilled::block);
+  ASSERT_EQ(s.resident.size(), 3u);
+  std::vector<std::vector<int>> got(3, std::vector<int>(s.n, test::poison<int>()));
+  std::vector<plan::Task> tasks;
+  s.rig.async(0).slow_next = 50;  // the first task holds the bound while the others queue
+  tasks.push_back(s.read_back(s.resident[0], got[0]));
+  tasks.push_back(s.read_back(s.resident[1], got[1]));
+  tasks.push_back(s.read_back(s.away[0], got[2]));
+  s.watch(tasks[1].id, std::chrono::milliseconds(300));
+  s.run(std::move(tasks));
+  EXPECT_FALSE(s.behind_done) << "the resident task went first and the copy waited for it";
+  EXPECT_EQ(got[0], s.values[s.resident[0] - 1]);
+  EXPECT_EQ(got[1], s.values[s.resident[1] - 1]);
+  EXPECT_EQ(got[2], s.values[s.away[0] - 1]);
 }
 
 // A Stencil3 that records how many superblocks each of its runs got.
