@@ -1,7 +1,7 @@
 #!/bin/bash
 # Session 36, call 3 (the GPU machine): the default staging bound at half of the device's
-# memory (the tree since 2eaef3e, "half") against a quarter (quarter.patch: the bound before),
-# out of core with write-behind on: Black-Scholes, then K-Means, then HotSpot, each in two
+# memory (the tree since 2eaef3e, "half"; with copying_first since e0720fe) against a quarter
+# (quarter.patch: the bound before, made against e0720fe), out of core with write-behind on: Black-Scholes, then K-Means, then HotSpot, each in two
 # rounds beside hand choices and Dask's rule. DEADLINE in s: no run starts after it.
 cd "$(dirname "$0")/../../../.."
 here=bench/results/session36-2026-12-08/call3
