@@ -1278,14 +1278,53 @@ TEST(MemoryManager, HostBlocksArePinnedAheadForADeviceThatEvicts) {
   }
 }
 
+// The name of the calling thread (gridspan names its own: name_this_thread).
+std::string this_thread_name() {
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof name);
+  return name;
+}
+
+// A device that counts the host blocks the write-back thread allocates itself.
+class WriterPinsDevice : public FakeDevice {
+ public:
+  using FakeDevice::FakeDevice;
+  void* allocate_host(std::size_t bytes) override {
+    if (this_thread_name() == "gs-write-back") ++by_writer;
+    return FakeDevice::allocate_host(bytes);
+  }
+  std::atomic<int> by_writer{0};
+};
+
+// Once the chunks created on a device outgrow its memory, host blocks are pinned ahead for
+// its resident chunks before its first eviction, and the first write-backs find them
+// waiting. Here six chunks of 16 KiB are created on a 64 KiB device and four written: none
+// evicted, four blocks pinned; writing the other two evicts two into those blocks.
+TEST(MemoryManager, HostBlocksArePinnedAheadOnceADevicesChunksOutgrowIt) {
+  TempDir dir;
+  WriterPinsDevice dev(0, 64 * KiB);
+  MemoryManager mm({&dev}, small_limits(dir.str()));
+  std::mt19937_64 g = test::rng(11);
+  std::vector<std::vector<unsigned char>> content;
+  for (ChunkId id = 0; id < 6; ++id) {
+    mm.create(id, 16 * KiB, 0);
+    content.push_back(random_bytes(16 * KiB, g));
+  }
+  for (ChunkId id = 0; id < 4; ++id) write_chunk(mm, id, content[id]);
+  EXPECT_TRUE(mm.state(0).on_device) << "nothing was evicted yet";
+  EXPECT_TRUE(host_caches(mm, 4 * 16 * KiB)) << "no block was pinned ahead before an eviction";
+  for (ChunkId id = 4; id < 6; ++id) write_chunk(mm, id, content[id]);
+  EXPECT_FALSE(mm.state(0).on_device);
+  for (ChunkId id = 0; id < 6; ++id) expect_chunk(mm, id, content[id]);
+  EXPECT_EQ(dev.by_writer, 0) << "a write-back allocated its own host block";
+}
+
 // A device whose host memory cannot be pinned by the thread that pins ahead.
 class PinAheadFailsDevice : public FakeDevice {
  public:
   using FakeDevice::FakeDevice;
   void* allocate_host(std::size_t bytes) override {
-    char name[16] = {};
-    pthread_getname_np(pthread_self(), name, sizeof name);
-    if (std::string(name) == "gs-host-pin") {
+    if (this_thread_name() == "gs-host-pin") {
       ++refused;
       throw OutOfMemoryError("pinned host memory", bytes, 0, 0, "deliberately refused");
     }
