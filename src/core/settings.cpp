@@ -37,8 +37,9 @@ const std::vector<Setting> kSettings = {
     {"GRIDSPAN_HOST_MEMORY", K::size, &C::host_memory,
      "host memory for spilled chunks; 0: the default", "half of RAM"},
     {"GRIDSPAN_PIN_AHEAD", K::flag, &C::pin_ahead,
-     "once a GPU evicts, host memory is pinned ahead for its resident chunks without a host "
-     "copy, so that their first write-back does not wait for it; off: when a write-back needs it",
+     "once a GPU evicts, or the chunks created on it outgrow its memory, host memory is pinned "
+     "ahead for its resident chunks without a host copy, so that their first write-back does "
+     "not wait for it; off: when a write-back needs it",
      "on"},
     {"GRIDSPAN_WRITE_BEHIND", K::flag, &C::write_behind,
      "once a GPU evicts, the chunks it will evict next are copied to the host ahead while they "
