@@ -219,7 +219,8 @@ Spec hotspot(int s, std::mt19937_64& g) {
   p.items = double(rows) * double(cols) * 10;
   p.kernels = {{"hotspot",
                 kHotspot,
-                "global [j, i] => write out[i, j], read temp[i-1:i+1, j-1:j+1], read power[i, j]",
+                "global [j, i] => overwrite out[i, j], read temp[i-1:i+1, j-1:j+1], "
+                "read power[i, j]",
                 {}}};
   auto slab = [rows, cols](int d) {
     return gs::dist::stencil(gs::Dim{share(rows, d, 16), cols}, gs::Dim{1, 0});

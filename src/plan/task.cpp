@@ -1,5 +1,6 @@
 // The plain data of plans: what a task touches, its kind's name, a plan as Graphviz, and
 // the identities reductions start from.
+#include <algorithm>
 #include <cstring>
 #include <iterator>
 #include <limits>
@@ -107,15 +108,37 @@ const char* Task::kind() const {
 
 namespace {
 
-// One more use of `chunk`; a chunk used twice is discarded only if both uses discard it.
-void add_use(std::vector<ChunkAccess>& out, ChunkId chunk, bool write, bool discard) {
+// One more use of `chunk`; a chunk used twice is discarded only if both uses discard it,
+// and has no fresh part then.
+ChunkAccess& add_use(std::vector<ChunkAccess>& out, ChunkId chunk, bool write, bool discard) {
   for (ChunkAccess& u : out)
     if (u.chunk == chunk) {
       u.write = u.write || write;
       u.discard = u.discard && discard;
-      return;
+      u.fresh_lo = u.fresh_hi = u.volume = 0;
+      return u;
     }
-  out.push_back(ChunkAccess{chunk, write, discard});
+  return out.emplace_back(ChunkAccess{chunk, write, discard});
+}
+
+bool uses_chunk(const std::vector<ChunkAccess>& out, ChunkId chunk) {
+  return std::any_of(out.begin(), out.end(),
+                     [&](const ChunkAccess& u) { return u.chunk == chunk; });
+}
+
+// An `overwrite` of `region` in a chunk whose box `rect` it does not cover: the elements it
+// overwrites, when they are one run in row-major order (the region spans the box on every
+// axis but the first, as a chunk's own rows do inside its halo rows).
+void add_fresh(ChunkAccess& use, const Rect& region, const Rect& rect) {
+  if (rect.rank < 1 || region.empty() || !rect.contains(region)) return;
+  int64_t inner = 1;
+  for (int ax = 1; ax < rect.rank; ++ax) {
+    if (region.lo[ax] != rect.lo[ax] || region.hi[ax] != rect.hi[ax]) return;
+    inner *= rect.extent(ax);
+  }
+  use.fresh_lo = (region.lo[0] - rect.lo[0]) * inner;
+  use.fresh_hi = (region.hi[0] - rect.lo[0]) * inner;
+  use.volume = rect.volume();
 }
 
 }  // namespace
@@ -139,10 +162,14 @@ void Task::chunk_uses(std::vector<ChunkAccess>& out) const {
         } else if constexpr (std::is_same_v<P, ReadBack> || std::is_same_v<P, Send>) {
           add_use(out, p.src.id, false, false);
         } else if constexpr (std::is_same_v<P, Execute>) {
-          for (auto& a : p.arrays)
-            if (a.chunk.id)
-              add_use(out, a.chunk.id, a.write,
-                      a.mode == annotation::Mode::overwrite && a.region.contains(a.chunk.rect));
+          for (auto& a : p.arrays) {
+            if (!a.chunk.id) continue;
+            const bool overwrite = a.mode == annotation::Mode::overwrite;
+            const bool all = overwrite && a.region.contains(a.chunk.rect);
+            const bool fresh = overwrite && !all && !uses_chunk(out, a.chunk.id);
+            ChunkAccess& use = add_use(out, a.chunk.id, a.write, all);
+            if (fresh) add_fresh(use, a.region, a.chunk.rect);
+          }
         }
       },
       payload);

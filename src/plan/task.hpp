@@ -181,6 +181,10 @@ struct ChunkAccess {
   ChunkId chunk;
   bool write = false;
   bool discard = false;
+  /// Elements [fresh_lo, fresh_hi) of the chunk's `volume`, in its row-major order, that the
+  /// task overwrites, where it does not overwrite all of it (an `overwrite` rule's rows of a
+  /// chunk with halo rows): their old contents need not be brought. Empty: none.
+  int64_t fresh_lo = 0, fresh_hi = 0, volume = 0;
 };
 
 using Payload = std::variant<CreateChunk, DeleteChunk, Fill, Copy, Reduce, HostWrite, ReadBack,

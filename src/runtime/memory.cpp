@@ -205,6 +205,18 @@ struct TaskChunks {
     return std::any_of(chunks.begin(), chunks.end(),
                        [&](const TaskChunk& u) { return u.chunk == c && u.discard; });
   }
+  // Bytes [lo, hi) of a chunk that the task overwrites without overwriting all of it: its
+  // bring-back copies the rest only. One a chunk used once (a second use clears it).
+  struct Fresh {
+    const Chunk* chunk;
+    std::size_t lo, hi;
+  };
+  std::vector<Fresh> fresh;
+  std::pair<std::size_t, std::size_t> fresh_bytes(const Chunk* c) const {
+    for (const Fresh& f : fresh)
+      if (f.chunk == c) return {f.lo, f.hi};
+    return {0, 0};
+  }
 };
 
 }  // namespace
@@ -290,16 +302,28 @@ struct MemoryManager::Impl {
   void task_chunks(const std::vector<ChunkUse>& uses, TaskChunks& task,
                    std::size_t* bytes = nullptr) const {
     task.chunks.clear();
+    task.fresh.clear();
     for (const ChunkUse& use : uses) {
       Chunk& c = find(use.chunk);
       if (bytes) *bytes += c.bytes;
       if (TaskChunk* u = task.find(&c)) {
         u->write = u->write || use.write;
         u->discard = u->discard && use.discard;
+        std::erase_if(task.fresh, [&](const TaskChunks::Fresh& f) { return f.chunk == &c; });
       } else {
         task.chunks.push_back(TaskChunk{&c, use.write, use.discard});
+        add_fresh(use, c, task);
       }
     }
+  }
+
+  // The bytes of `c` that `use` overwrites without overwriting all of it, if any.
+  static void add_fresh(const ChunkUse& use, const Chunk& c, TaskChunks& task) {
+    if (use.fresh_lo >= use.fresh_hi || use.volume <= 0 || use.fresh_hi > use.volume) return;
+    const auto volume = static_cast<std::size_t>(use.volume);
+    if (c.bytes % volume != 0) return;  // not this chunk's elements: bring it all
+    const std::size_t elem = c.bytes / volume;
+    task.fresh.push_back({&c, std::size_t(use.fresh_lo) * elem, std::size_t(use.fresh_hi) * elem});
   }
 
   std::size_t host_held() const {
@@ -451,10 +475,11 @@ struct MemoryManager::Impl {
   // Runs `io` without the mutex while `c` is marked as moving (no other thread evicts,
   // frees, moves or destroys it meanwhile), then, under the mutex again, `commit` or, when
   // `io` failed, `undo` and the error.
-  // The move is reported to the observer as `kind` on `track` once it is committed.
+  // The move is reported to the observer as `kind` on `track` once it is committed, with
+  // `bytes` (0: the chunk's).
   template <class Io, class Commit, class Undo>
   void transit(std::unique_lock<AdaptiveMutex>& lock, Chunk& c, const char* kind, int track, Io io,
-               Commit commit, Undo undo) {
+               Commit commit, Undo undo, std::size_t bytes = 0) {
     const double start = observer ? observer_now_us() : 0;
     c.moving = true;
     ++transits;
@@ -474,15 +499,17 @@ struct MemoryManager::Impl {
       std::rethrow_exception(error);
     }
     commit();
-    report(kind, c, track, start);
+    report(kind, c, track, start, bytes);
   }
 
-  // Tells the observer that `c` moved (spill, reload) or was dropped (evict) since `start`.
-  void report(const char* kind, const Chunk& c, int track, double start) const {
+  // Tells the observer that `c` moved (spill, reload) or was dropped (evict) since `start`,
+  // `bytes` of it (0: all).
+  void report(const char* kind, const Chunk& c, int track, double start,
+              std::size_t bytes = 0) const {
     if (!observer) return;
     const double now = observer_now_us();
     observer->chunk_moved(TraceEvent{fmt::format("chunk {}", c.id), kind, track,
-                                     start ? start : now, now, c.id, c.bytes});
+                                     start ? start : now, now, c.id, bytes ? bytes : c.bytes});
   }
   int disk_track() const { return static_cast<int>(devices.size()); }
 
@@ -853,14 +880,20 @@ struct MemoryManager::Impl {
       if (d.out_of_core) pin_ahead_for(d);
       return attach_device(c, p);
     }
-    const void* from = c.host_copy;
+    const auto* from = static_cast<const unsigned char*>(c.host_copy);
+    const auto [lo, hi] = task.fresh_bytes(&c);  // not copied: the task overwrites these
     transit(
-        lock, c, "reload", c.device, [&] { d.device->copy_from_host(p, from, c.bytes); },
+        lock, c, "reload", c.device,
+        [&] {
+          auto* to = static_cast<unsigned char*>(p);
+          if (lo > 0) d.device->copy_from_host(to, from, lo);
+          if (c.bytes > hi) d.device->copy_from_host(to + hi, from + hi, c.bytes - hi);
+        },
         [&] {
           attach_device(c, p);
-          d.usage.copied_in += c.bytes;
+          d.usage.copied_in += c.bytes - (hi - lo);
         },
-        [&] { free_device(c, p); });
+        [&] { free_device(c, p); }, c.bytes - (hi - lo));
   }
 
   // One step of staging a task whose chunks are pinned already: evictions for all of a

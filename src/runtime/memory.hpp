@@ -45,6 +45,9 @@ struct ChunkUse {
   ChunkId chunk;
   bool write;
   bool discard = false;  // the task writes all of it: its old contents need not be brought
+  // Elements [fresh_lo, fresh_hi) of its `volume` that the task overwrites, where it does
+  // not overwrite all of it (plan::ChunkAccess): their old contents need not be brought.
+  int64_t fresh_lo = 0, fresh_hi = 0, volume = 0;
   // Set by a successful staging: the chunk's memory on its device until the unstage (what
   // data() would answer, without its lock and lookup).
   mutable void* data = nullptr;

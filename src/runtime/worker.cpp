@@ -223,7 +223,7 @@ Worker::Node& Worker::add_node(Task&& t) {
     Scratch<std::vector<plan::ChunkAccess>> chunks;
     node->task.chunk_uses(*chunks);
     for (const plan::ChunkAccess& c : *chunks)
-      node->uses.push_back(ChunkUse{c.chunk, c.write, c.discard});
+      node->uses.push_back(ChunkUse{c.chunk, c.write, c.discard, c.fresh_lo, c.fresh_hi, c.volume});
   }
   return *node;
 }

@@ -87,6 +87,15 @@ __device__ void scale(dim3 blockIdx, int n, int it, gridspan::Vector<int> out,
 }
 )";
 
+// The bytes copied to `ctx`'s devices since its statistics were `before`.
+std::size_t copied_in_since(gs::Context& ctx, const std::vector<gs::MemoryStats>& before) {
+  const auto after = ctx.memory_stats();
+  std::size_t copied = 0;
+  for (int d = 0; d < ctx.device_count(); ++d)
+    copied += after[d].copied_in_bytes - before[d].copied_in_bytes;
+  return copied;
+}
+
 // Out of core, a kernel that overwrites its output: declared `overwrite`, the output's
 // chunks are not brought back to the device before each launch (declared `write`, they
 // are), and the results are the same. On devices with memory of their own (a GPU; the cpu
@@ -110,10 +119,7 @@ TEST(Spill, AnOverwrittenOutputIsNotBroughtBack) {
       k.launch({n}, {256}, gs::work::tiles({chunk}), n, it, out, in);
       ctx.synchronize();
     }
-    const auto after = ctx.memory_stats();
-    copied_in = 0;
-    for (int d = 0; d < ctx.device_count(); ++d)
-      copied_in += after[d].copied_in_bytes - before[d].copied_in_bytes;
+    copied_in = copied_in_since(ctx, before);
     return out.to_vector();
   };
   std::size_t written = 0, overwritten = 0;
@@ -125,6 +131,59 @@ TEST(Spill, AnOverwrittenOutputIsNotBroughtBack) {
   EXPECT_GT(written, 0u);
   // `in` comes back as often either way; `out` does only when it is merely written.
   EXPECT_LT(overwritten * 10, written * 7);
+}
+
+const char* kSmooth = R"(
+__device__ void smooth(dim3 blockIdx, int n, gridspan::Vector<int> out,
+                       const gridspan::Vector<int> in) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = (i > 0 ? in[i - 1] : 0) + 2 * in[i] + (i + 1 < n ? in[i + 1] : 0);
+}
+)";
+
+// The same for a stencil whose arrays' chunks have halo elements, swapped from launch to
+// launch (HotSpot's pattern): an output chunk overwritten in place but for its halos has
+// only the halos brought back, and the results match the host's.
+TEST(Spill, AnOverwrittenChunkWithHalosHasOnlyItsHalosBroughtBack) {
+  auto g = rng(25);
+  const int n = 64 * 1024 * ranks(), chunk = 4096, launches = 3;
+  const std::size_t bytes = std::size_t(n) * 4;
+  const auto v = random_vector<int>(n, g);
+  std::vector<int> want = v, next(n);
+  for (int it = 0; it < launches; ++it) {
+    for (int i = 0; i < n; ++i)
+      next[i] = (i > 0 ? want[i - 1] : 0) + 2 * want[i] + (i + 1 < n ? want[i + 1] : 0);
+    std::swap(want, next);
+  }
+  auto run = [&](const char* mode, std::size_t& copied_in) {
+    gs::Config c = config(1, bytes / ranks() + 4 * chunk * 4, 0);
+    c.cpu_async = true;  // device memory apart from host memory (no effect on GPUs)
+    gs::Context ctx(c);
+    auto k =
+        ctx.compile(gs::KernelDef::from_source(kSmooth, "smooth")
+                        .annotate(fmt::format("global i => {} out[i], read in[i-1:i+1]", mode)));
+    auto a = ctx.from_vector<int>(v, {n}, gs::dist::stencil({chunk}, {1}));
+    auto b = ctx.full<int>({n}, poison<int>(), gs::dist::stencil({chunk}, {1}));
+    ctx.synchronize();
+    const auto before = ctx.memory_stats();
+    for (int it = 0; it < launches; ++it) {
+      k.launch({n}, {256}, gs::work::tiles({chunk}), n, b, a);
+      ctx.synchronize();
+      std::swap(a, b);
+    }
+    copied_in = copied_in_since(ctx, before);
+    return a.to_vector();
+  };
+  std::size_t written = 0, overwritten = 0;
+  const auto w = run("write", written);
+  const auto o = run("overwrite", overwritten);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(o[i], want[i]) << i;
+  EXPECT_EQ(w, want);
+  std::printf("copied to the devices: %zu bytes (write), %zu (overwrite)\n", written, overwritten);
+  EXPECT_GT(written, 0u);
+  // Locally (cpu devices, 2026-12-08) 0.54-0.80 of `write`'s bytes in 20 runs, and 0.97-1.08
+  // in 10 with the halos-only bring-back turned off: the eviction order varies.
+  EXPECT_LT(overwritten * 10, written * 9);
 }
 
 const char* kMatmul = R"(

@@ -90,6 +90,44 @@ TEST(Planner, AlignedStencilUsesChunksInPlaceAndCopiesHalos) {
   EXPECT_NE(p.to_dot().find("execute"), std::string::npos);
 }
 
+// A chunk with halo elements whose own elements a superblock overwrites in place: its
+// staging need not bring those (the elements [fresh_lo, fresh_hi) of the chunk's box), and
+// brings the halos, which only neighbours write. Through `write` it brings all.
+TEST(Planner, AChunksOwnPartOverwrittenInPlaceIsNotBroughtBack) {
+  for (const char* mode : {"overwrite", "write"}) {
+    SCOPED_TRACE(mode);
+    Fixture f(2, {vec("out"), vec("in", true)},
+              fmt::format("global i => {} out[i], read in[i-1:i+1]", mode));
+    auto out = f.array({400}, dist::stencil({100}, {1}));
+    auto in = f.array({400}, dist::stencil({100}, {1}));
+    Plan p = f.launch({400}, {25}, work::tiles({100}), {&out, &in});
+    EXPECT_EQ(count(p, "create"), 0);  // in place
+    std::vector<ChunkAccess> uses;
+    int executes = 0;
+    for (const Task& t : p.tasks) {
+      auto* e = std::get_if<Execute>(&t.payload);
+      if (!e) continue;
+      ++executes;
+      t.chunk_uses(uses);
+      ASSERT_EQ(uses.size(), 2u);
+      const ChunkAccess& o = uses[0];
+      EXPECT_TRUE(o.write && !o.discard);
+      EXPECT_EQ(uses[1].fresh_hi - uses[1].fresh_lo, 0);  // in: read
+      const int64_t k = e->blocks.lo[0] / 4;              // superblock k: 4 blocks of 25
+      const Rect& box = e->arrays[0].chunk.rect;
+      EXPECT_EQ(box, out.chunks[k].region);
+      if (std::string(mode) == "write") {
+        EXPECT_EQ(o.fresh_hi - o.fresh_lo, 0);
+        continue;
+      }
+      EXPECT_EQ(o.volume, box.volume());
+      EXPECT_EQ(o.fresh_lo, 100 * k - box.lo[0]);
+      EXPECT_EQ(o.fresh_hi, 100 * k + 100 - box.lo[0]);
+    }
+    EXPECT_EQ(executes, 4);
+  }
+}
+
 TEST(Planner, MisalignedSuperblocksAssembleAndScatterTemporaries) {
   Fixture f(2, {vec("out"), vec("in", true)}, "global i => write out[i], read in[i]");
   auto out = f.array({300}, dist::rows(100));

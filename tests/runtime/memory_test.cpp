@@ -552,6 +552,43 @@ TEST(MemoryManager, AChunkWrittenWholeIsNotBroughtBack) {
   EXPECT_GT(dev.copies_from_host.load(), copies_in);
 }
 
+// A task that overwrites part of a chunk (its own rows inside halo rows) has only the rest
+// brought back: the parts before and after the part it overwrites keep their contents, that
+// part is not copied (here it keeps the poison of the chunk whose device block it reuses),
+// and the bytes copied in are the rest's. A second use of the chunk in the task brings all
+// of it.
+TEST(MemoryManager, APartOverwrittenIsNotBroughtBack) {
+  TempDir dir;
+  FakeDevice dev(0, 16 * KiB);
+  MemoryManager mm({&dev}, MemoryLimits{16 * KiB, 64 * KiB, dir.str()});
+  std::mt19937_64 g = test::rng(12);
+  const std::vector<unsigned char> content = random_bytes(16 * KiB, g);
+  const int64_t volume = 4 * KiB;  // four-byte elements
+  const int64_t lo = 256, hi = volume - 256;
+  for (bool twice : {false, true}) {
+    SCOPED_TRACE(twice ? "used twice" : "used once");
+    mm.create(1, 16 * KiB, 0), mm.create(2, 16 * KiB, 0);
+    write_chunk(mm, 1, content);
+    write_chunk(mm, 2, std::vector<unsigned char>(16 * KiB, 0xa5));  // 1 goes to the host
+    ASSERT_TRUE(mm.state(1).on_host && !mm.state(1).on_device);
+    const auto before = mm.stats()[0].copied_in_bytes;
+    std::vector<ChunkUse> uses{{1, true, false, lo, hi, volume}};
+    if (twice) uses.push_back({1, false});
+    ASSERT_TRUE(mm.try_stage(uses));
+    const auto* p = static_cast<const unsigned char*>(mm.data(1));
+    std::size_t kept = 0, poisoned = 0;
+    for (std::size_t i = 0; i < content.size(); ++i) {
+      const bool fresh = i >= std::size_t(lo) * 4 && i < std::size_t(hi) * 4 && !twice;
+      (fresh ? poisoned : kept) += fresh ? p[i] == 0xa5 : p[i] == content[i];
+    }
+    EXPECT_EQ(kept, twice ? content.size() : std::size_t(lo + volume - hi) * 4);
+    EXPECT_EQ(poisoned, twice ? 0u : std::size_t(hi - lo) * 4);
+    EXPECT_EQ(mm.stats()[0].copied_in_bytes - before, twice ? content.size() : kept);
+    mm.unstage(uses);
+    mm.destroy(1), mm.destroy(2);
+  }
+}
+
 TEST(MemoryManager, HostSpillsLeastRecentlyUsedToDisk) {
   TempDir dir;
   FakeDevice dev(0, 16 * KiB);
