@@ -97,7 +97,7 @@ Row demo_stencil(int scale, const DemoCut& cut) {
   gs::Config cfg = limits_for(2 * n * sizeof(float), gs::Config::from_env().cpu_devices);
   gs::Context ctx(cfg);
   auto k = ctx.compile(gs::KernelDef::from_source(kStencil, "stencil")
-                           .annotate("global i => write out[i], read in[i-1:i+1]"));
+                           .annotate("global i => overwrite out[i], read in[i-1:i+1]"));
   const bool automatic = cut.kind == DemoCut::automatic;
   long long chunk = rows_for(cut, n, 1, 4, n / 32);
   auto dist = automatic ? gs::dist::automatic({1}) : gs::dist::stencil({chunk}, {1});
@@ -163,10 +163,10 @@ Row demo_hotspot(int scale, const DemoCut& cut) {
   }
   gs::Config cfg = limits_for(3 * temp.size() * sizeof(float), gs::Config::from_env().cpu_devices);
   gs::Context ctx(cfg);
-  auto k =
-      ctx.compile(gs::KernelDef::from_source(kHotspot, "hotspot")
-                      .annotate("global [i, j] => write out[i, j], read temp[i-1:i+1, j-1:j+1], "
-                                "read power[i, j]"));
+  auto k = ctx.compile(
+      gs::KernelDef::from_source(kHotspot, "hotspot")
+          .annotate("global [i, j] => overwrite out[i, j], read temp[i-1:i+1, j-1:j+1], "
+                    "read power[i, j]"));
   // Its own cut: tiles of 256 x 256; the others cut rows.
   const long long r = rows_for(cut, rows, cols, cols * 4LL, 256);
   const gs::Dim tile = cut.kind == DemoCut::own ? gs::Dim{256, 256} : gs::Dim{r, cols};
