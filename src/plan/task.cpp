@@ -1,6 +1,5 @@
 // The plain data of plans: what a task touches, its kind's name, a plan as Graphviz, and
 // the identities reductions start from.
-#include <algorithm>
 #include <cstring>
 #include <iterator>
 #include <limits>
@@ -109,21 +108,16 @@ const char* Task::kind() const {
 namespace {
 
 // One more use of `chunk`; a chunk used twice is discarded only if both uses discard it,
-// and has no fresh part then.
-ChunkAccess& add_use(std::vector<ChunkAccess>& out, ChunkId chunk, bool write, bool discard) {
+// and has no fresh part then. Returns the use when it is the chunk's first, else null.
+ChunkAccess* add_use(std::vector<ChunkAccess>& out, ChunkId chunk, bool write, bool discard) {
   for (ChunkAccess& u : out)
     if (u.chunk == chunk) {
       u.write = u.write || write;
       u.discard = u.discard && discard;
       u.fresh_lo = u.fresh_hi = u.volume = 0;
-      return u;
+      return nullptr;
     }
-  return out.emplace_back(ChunkAccess{chunk, write, discard});
-}
-
-bool uses_chunk(const std::vector<ChunkAccess>& out, ChunkId chunk) {
-  return std::any_of(out.begin(), out.end(),
-                     [&](const ChunkAccess& u) { return u.chunk == chunk; });
+  return &out.emplace_back(ChunkAccess{chunk, write, discard});
 }
 
 // An `overwrite` of `region` in a chunk whose box `rect` it does not cover: the elements it
@@ -166,9 +160,8 @@ void Task::chunk_uses(std::vector<ChunkAccess>& out) const {
             if (!a.chunk.id) continue;
             const bool overwrite = a.mode == annotation::Mode::overwrite;
             const bool all = overwrite && a.region.contains(a.chunk.rect);
-            const bool fresh = overwrite && !all && !uses_chunk(out, a.chunk.id);
-            ChunkAccess& use = add_use(out, a.chunk.id, a.write, all);
-            if (fresh) add_fresh(use, a.region, a.chunk.rect);
+            ChunkAccess* first = add_use(out, a.chunk.id, a.write, all);
+            if (first && overwrite && !all) add_fresh(*first, a.region, a.chunk.rect);
           }
         }
       },

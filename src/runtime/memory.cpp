@@ -882,6 +882,7 @@ struct MemoryManager::Impl {
     }
     const auto* from = static_cast<const unsigned char*>(c.host_copy);
     const auto [lo, hi] = task.fresh_bytes(&c);  // not copied: the task overwrites these
+    const std::size_t copied = c.bytes - (hi - lo);
     transit(
         lock, c, "reload", c.device,
         [&] {
@@ -891,9 +892,9 @@ struct MemoryManager::Impl {
         },
         [&] {
           attach_device(c, p);
-          d.usage.copied_in += c.bytes - (hi - lo);
+          d.usage.copied_in += copied;
         },
-        [&] { free_device(c, p); }, c.bytes - (hi - lo));
+        [&] { free_device(c, p); }, copied);
   }
 
   // One step of staging a task whose chunks are pinned already: evictions for all of a

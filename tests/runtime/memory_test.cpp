@@ -1322,15 +1322,22 @@ std::string this_thread_name() {
   return name;
 }
 
-// A device that counts the host blocks the write-back thread allocates itself.
-class WriterPinsDevice : public FakeDevice {
+// A device that watches which thread allocates its host blocks: it counts those the
+// write-back thread allocates itself, and refuses those of the thread named `refuse`.
+class HostBlocksDevice : public FakeDevice {
  public:
   using FakeDevice::FakeDevice;
   void* allocate_host(std::size_t bytes) override {
-    if (this_thread_name() == "gs-write-back") ++by_writer;
+    const std::string name = this_thread_name();
+    if (name == "gs-write-back") ++by_writer;
+    if (name == refuse) {
+      ++refused;
+      throw OutOfMemoryError("pinned host memory", bytes, 0, 0, "deliberately refused");
+    }
     return FakeDevice::allocate_host(bytes);
   }
-  std::atomic<int> by_writer{0};
+  std::string refuse;  // empty: none
+  std::atomic<int> by_writer{0}, refused{0};
 };
 
 // Once the chunks created on a device outgrow its memory, host blocks are pinned ahead for
@@ -1339,7 +1346,7 @@ class WriterPinsDevice : public FakeDevice {
 // evicted, four blocks pinned; writing the other two evicts two into those blocks.
 TEST(MemoryManager, HostBlocksArePinnedAheadOnceADevicesChunksOutgrowIt) {
   TempDir dir;
-  WriterPinsDevice dev(0, 64 * KiB);
+  HostBlocksDevice dev(0, 64 * KiB);
   MemoryManager mm({&dev}, small_limits(dir.str()));
   std::mt19937_64 g = test::rng(11);
   std::vector<std::vector<unsigned char>> content;
@@ -1356,25 +1363,12 @@ TEST(MemoryManager, HostBlocksArePinnedAheadOnceADevicesChunksOutgrowIt) {
   EXPECT_EQ(dev.by_writer, 0) << "a write-back allocated its own host block";
 }
 
-// A device whose host memory cannot be pinned by the thread that pins ahead.
-class PinAheadFailsDevice : public FakeDevice {
- public:
-  using FakeDevice::FakeDevice;
-  void* allocate_host(std::size_t bytes) override {
-    if (this_thread_name() == "gs-host-pin") {
-      ++refused;
-      throw OutOfMemoryError("pinned host memory", bytes, 0, 0, "deliberately refused");
-    }
-    return FakeDevice::allocate_host(bytes);
-  }
-  std::atomic<int> refused{0};
-};
-
 // Pinning ahead that fails stops for good and loses nothing: the write-backs allocate
 // their blocks themselves.
 TEST(MemoryManager, PinningAheadThatFailsStopsAndLosesNothing) {
   TempDir dir;
-  PinAheadFailsDevice dev(0, 64 * KiB);
+  HostBlocksDevice dev(0, 64 * KiB);
+  dev.refuse = "gs-host-pin";  // the thread that pins ahead
   MemoryManager mm({&dev}, small_limits(dir.str()));
   std::mt19937_64 g = test::rng(10);
   auto content = six_written(mm, g);
